@@ -1,0 +1,48 @@
+# io_uring thread identity handoff series on Linux 7.3: build, boot, test.
+# See README.md. Everything heavy lives in $(CACHE), outside the repo.
+SHELL := /bin/bash
+S := scripts
+
+.PHONY: all run test setup fetch assemble tree build userspace vm series export \
+	baseline test-quick clean-build help
+all: run
+
+help:
+	@sed -n 's/^## //p' README.md
+
+# --- setup and build chain (each step idempotent) ---------------------------------
+setup:
+	@$(S)/setup-host.sh
+fetch: setup
+	@$(S)/fetch.sh
+assemble tree: fetch
+	@$(S)/assemble.sh
+build: assemble
+	@$(S)/build.sh
+userspace: build
+	@$(S)/build-userspace.sh
+
+# --- user-facing targets ----------------------------------------------------------
+run: build
+	@$(S)/vm.sh -- 'bash $(CURDIR)/scripts/guest/show.sh'
+
+test: userspace
+	@$(S)/test.sh
+
+# quick: kselftests and a handful of liburing tests
+test-quick: userspace
+	@LIBURING_TESTS="nop.t fsync.t statx.t openat2.t rename.t xattr.t splice.t fadvise.t" $(S)/test.sh
+
+vm: build
+	@test -n "$(CMD)" || { echo "usage: make vm CMD='command'" >&2; exit 2; }
+	@$(S)/vm.sh --disk -- '$(CMD)'
+
+series: assemble
+	@$(S)/series.sh
+
+# write the work tree's commits back into patches/ (see README.md)
+export:
+	@$(S)/export.sh
+
+clean-build:
+	@. $(S)/lib.sh; echo "removing $$(build_dir)"; rm -rf "$$(build_dir)"

@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Build what the guest runs: the liburing test suite (Debian source package)
+# and the series' kselftests, installed under $CACHE.
+set -euo pipefail
+. "$(dirname "$0")/lib.sh"
+
+LU=$CACHE/liburing/src
+[ -f "$CACHE/liburing/.complete" ] || die "liburing source missing: run 'make fetch'"
+if [ ! -f "$LU/.iou-built" ]; then
+	info "building liburing $(cat "$CACHE/liburing/.version") test suite"
+	(cd "$LU" && ./configure >/dev/null && make -s -j"$(nproc)" -C src >/dev/null && \
+		make -s -j"$(nproc)" -C test >/dev/null 2>"$LU/test-build.log") || \
+		die "liburing build failed (see $LU/test-build.log)"
+	touch "$LU/.iou-built"
+fi
+info "liburing: $(ls "$LU"/test/*.t | wc -l) test programs"
+
+# kselftests of the series, against the work tree's uapi headers
+B=$(build_dir)
+KS=$CACHE/kselftest
+make -s -C "$WORK" O="$B" headers >/dev/null 2>&1 || die "make headers failed in $B"
+rm -rf "$KS.tmp"
+make -s -C "$WORK/tools/testing/selftests" O="$B/kselftest" KHDR_INCLUDES="-isystem $B/usr/include" \
+	TARGETS="io_uring_handoff" install INSTALL_PATH="$KS.tmp" > "$B/kselftest-build.log" 2>&1 || \
+	{ tail -20 "$B/kselftest-build.log"; die "kselftest build failed (see $B/kselftest-build.log)"; }
+rm -rf "$KS"; mv "$KS.tmp" "$KS"
+info "kselftests installed in $KS"

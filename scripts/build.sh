@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# Configure and build the work tree out of tree into $CACHE/build-$KCONFIG
+# (KCONFIG = test or bench). Only what changed is rebuilt.
+set -euo pipefail
+. "$(dirname "$0")/lib.sh"
+
+KCONFIG=${KCONFIG:-test}
+ARCH=${ARCH:-x86_64}
+frag=$REPO/configs/$KCONFIG.config
+[ -f "$frag" ] || die "unknown KCONFIG '$KCONFIG' (no configs/$KCONFIG.config)"
+B=$(build_dir)
+mkdir -p "$B"
+for t in gcc:gcc make:make flex:flex bison:bison bc:bc pahole:dwarves cpio:cpio \
+	 /usr/bin/rustc:rustc-web bindgen:"bindgen-cli (cargo, see 'make setup')" ccache:ccache; do
+	need_tool "${t%%:*}" "${t#*:}"
+done
+[ -d /usr/lib/rustlib/src/rust/library ] || die "rust-src missing: install the Debian package 'rust-web-src'"
+[ -f "$LIBCLANG_PATH/libclang.so.1" ] || ls "$LIBCLANG_PATH"/libclang*.so* >/dev/null 2>&1 || \
+	die "libclang not found in $LIBCLANG_PATH: install the Debian package 'libclang1-22'"
+
+export CCACHE_DIR=${CCACHE_DIR:-$CACHE/ccache}
+MK=(make -C "$WORK" O="$B" -j"$(nproc)" RUSTC=/usr/bin/rustc RUSTDOC=/usr/bin/rustdoc BINDGEN=bindgen
+    CC="ccache gcc"
+    KBUILD_BUILD_VERSION="$(cat "$WORK/.iou-series-version" 2>/dev/null || echo 1)"
+    KBUILD_BUILD_USER=iou KBUILD_BUILD_HOST=handoff)
+[ "$ARCH" = x86_64 ] || MK+=(ARCH=arm64 CROSS_COMPILE=aarch64-linux-gnu-)
+
+# --- configuration, regenerated when a fragment changes ---------------------------------
+frags=("$REPO/configs/common.config" "$frag")
+hash=$(cat "${frags[@]}" | sha256sum | cut -c1-16)
+if [ ! -f "$B/.config" ] || [ "$(cat "$B/.iou-config-hash" 2>/dev/null)" != "$hash" ]; then
+	info "configuring $B ($KCONFIG)"
+	if [ "$ARCH" = x86_64 ]; then defc=x86_64_defconfig; varch=x86_64; else defc=defconfig; varch=arm64; fi
+	"${MK[@]}" -s rustavailable >/dev/null || die "Rust is not available for the kernel build ('make rustavailable' failed); run 'make setup'"
+	virtme-configkernel --arch "$varch" --dry-run > "$B/virtme.config" 2>/dev/null || \
+		die "virtme-configkernel failed: run 'make setup' (virtme-ng)"
+	"${MK[@]}" -s "$defc" >/dev/null
+	(cd "$WORK" && KCONFIG_CONFIG="$B/.config" scripts/kconfig/merge_config.sh -m -O "$B" \
+		"$B/.config" "$B/virtme.config" "${frags[@]}" >"$B/merge.log" 2>&1) || die "merge_config failed, see $B/merge.log"
+	"${MK[@]}" -s olddefconfig >/dev/null
+	# every option a fragment asks for must survive olddefconfig
+	missing=$(cat "${frags[@]}" | grep -E '^CONFIG_[A-Z0-9_]+=' | grep -v '=n$' | while read -r l; do
+		grep -qxF "$l" "$B/.config" || echo "$l"; done)
+	# arch-specific options may legitimately be absent on arm64
+	[ -z "$missing" ] || [ "$ARCH" != x86_64 ] || die "config options requested but not set (missing dependencies?):
+$missing"
+	echo "$hash" > "$B/.iou-config-hash"
+fi
+
+info "building $KCONFIG kernel in $B"
+start=$(date +%s)
+"${MK[@]}" > "$B/build.log" 2>&1 || { tail -40 "$B/build.log"; die "kernel build failed, full log: $B/build.log"; }
+info "kernel built in $(( $(date +%s) - start ))s: $(cat "$B/include/config/kernel.release")"

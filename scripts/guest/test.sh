@@ -1,0 +1,76 @@
+#!/bin/bash
+# Guest side of 'make test'. Runs in the guest as root, from $RUN (a host
+# folder mounted read-write). Writes machine-readable results there:
+#   kselftest.tap                     kselftest TAP output
+#   liburing.<pass>.results           "name status seconds" per test
+#                                     (status: pass fail skip timeout)
+# Environment: KSFT (installed kselftests), LIBURING (liburing test dir),
+# PHASES (kselftest liburing), LIBURING_TESTS (subset, names like fsync.t),
+# HANDOFF_PASSES (sysctl values to run liburing with, when the sysctl exists).
+RUN=$(pwd)
+PHASES=${PHASES:-kselftest liburing}
+T=${LIBURING_TIMEOUT:-60}
+log() { echo "[guest] $*"; }
+
+ip link set dev lo up 2>/dev/null
+mkdir -p /tmp/iou
+if [ -b /dev/vda ]; then
+	mkfs.ext4 -q -F /dev/vda && mount /dev/vda /tmp/iou || { log "cannot mount scratch disk"; exit 2; }
+	log "scratch: ext4 on /dev/vda"
+else
+	mount -t tmpfs -o size=1G tmpfs /tmp/iou
+	log "scratch: tmpfs"
+fi
+mountpoint -q /sys/kernel/tracing || mount -t tracefs nodev /sys/kernel/tracing 2>/dev/null
+kmsg() { echo "iou-test: $*" > /dev/kmsg 2>/dev/null; }
+
+sysctl_file=/proc/sys/kernel/io_uring_handoff
+if [ -e "$sysctl_file" ]; then passes=${HANDOFF_PASSES:-1 0}; else passes=base; fi
+
+for phase in $PHASES; do
+case $phase in
+kselftest)
+	for p in $passes; do
+		[ "$p" = base ] || echo "$p" > "$sysctl_file"
+		rm -rf /tmp/iou/ksft; cp -a "$KSFT" /tmp/iou/ksft
+		log "kselftests (handoff=$p)"
+		kmsg "kselftests handoff=$p"
+		(cd /tmp/iou/ksft && ./run_kselftest.sh) > "$RUN/kselftest.$p.tap" 2>&1
+		echo "# exit=$?" >> "$RUN/kselftest.$p.tap"
+		grep -E '^(not )?ok |^# Totals' "$RUN/kselftest.$p.tap" | tail -5
+	done
+	;;
+liburing)
+	for p in $passes; do
+		[ "$p" = base ] || echo "$p" > "$sysctl_file"
+		rm -rf /tmp/iou/lu; mkdir -p /tmp/iou/lu
+		cp -a "$LIBURING"/. /tmp/iou/lu/
+		cd /tmp/iou/lu || exit 2
+		res=$RUN/liburing.$p.results; : > "$res"
+		if [ -n "$LIBURING_TESTS" ]; then tests=$LIBURING_TESTS; else tests=$(ls *.t); fi
+		n=$(echo $tests | wc -w); i=0
+		log "liburing: $n tests (handoff=$p)"
+		for t in $tests; do
+			i=$((i + 1))
+			kmsg "liburing $t handoff=$p"
+			start=$(date +%s)
+			timeout -s INT -k 10 "$T" "./$t" > "$RUN/lu-out.txt" 2>&1
+			rc=$?
+			secs=$(( $(date +%s) - start ))
+			case $rc in
+			0) st=pass ;; 77) st=skip ;; 124|137) st=timeout ;; *) st=fail ;;
+			esac
+			echo "$t $st $secs" >> "$res"
+			if [ "$st" != pass ]; then
+				log "[$i/$n] $t: $st (rc=$rc, ${secs}s)"
+				[ "$st" = skip ] || { sed 's/^/    /' "$RUN/lu-out.txt" | tail -15; }
+			fi
+		done
+		cd "$RUN"
+		log "liburing (handoff=$p): $(awk '{print $2}' "$res" | sort | uniq -c | tr '\n' ' ')"
+	done
+	;;
+esac
+done
+kmsg done
+exit 0

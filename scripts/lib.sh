@@ -1,0 +1,70 @@
+# Shared helpers and settings for the series tooling. Sourced, not run.
+# shellcheck shell=bash
+REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+CACHE=${CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/iou-handoff}
+WORK=${WORK:-$CACHE/linux}            # assembled work tree (git)
+BASE_DIR=$CACHE/base                  # unpacked pristine linux-source
+OUT=${OUT:-$CACHE/out}                # test results, logs
+BINDGEN_VERSION=0.72.1
+VNG_VERSION=1.42
+LIBURING_VERSION=2.15
+PIN_SUITE=trixie-backports
+PIN_SOURCES=/etc/apt/sources.list.d/iou-handoff-extra.sources
+PIN_PREFS=/etc/apt/preferences.d/iou-handoff-extra
+mkdir -p "$CACHE"
+
+export PATH="$CACHE/venv/bin:$CACHE/cargo/bin:$PATH"
+export LIBCLANG_PATH=${LIBCLANG_PATH:-/usr/lib/llvm-22/lib}
+
+info() { printf '==> %s\n' "$*" >&2; }
+warn() { printf 'warning: %s\n' "$*" >&2; }
+die()  { printf 'error: %s\n' "$*" >&2; exit 1; }
+
+need_root_or_sudo() {
+	if [ "$(id -u)" = 0 ]; then SUDO=; elif command -v sudo >/dev/null; then SUDO=sudo;
+	else die "root or sudo is needed to install packages"; fi
+}
+
+# need_tool TOOL PACKAGE: fail with the package name when TOOL is missing
+need_tool() {
+	command -v "$1" >/dev/null 2>&1 || die "'$1' not found: install the Debian package '$2' (or run 'make setup')"
+}
+
+# Add $PIN_SUITE (binaries) with the machine's own Debian mirror, pinned to 50
+# so apt never upgrades from it, and unstable/testing as deb-src only.
+# Used for download-only fetches.
+add_pinned_suite() {
+	local uri
+	if [ ! -f "$PIN_SOURCES" ]; then
+		uri=$(awk '/^URIs:/ {print $2; exit}' /etc/apt/sources.list.d/*.sources 2>/dev/null || true)
+		[ -n "$uri" ] || uri=$(awk '/^deb / {print $2; exit}' /etc/apt/sources.list 2>/dev/null || true)
+		[ -n "$uri" ] || die "cannot find the machine's Debian mirror in /etc/apt"
+		info "adding $PIN_SUITE (download-only, pinned to 50) from $uri"
+		$SUDO tee "$PIN_SOURCES" >/dev/null <<EOT
+Types: deb
+URIs: $uri
+Suites: $PIN_SUITE
+Components: main
+Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
+
+# source packages only (liburing $LIBURING_VERSION with its test suite)
+Types: deb-src
+URIs: $uri
+Suites: unstable testing
+Components: main
+Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
+EOT
+		$SUDO tee "$PIN_PREFS" >/dev/null <<EOT
+Package: *
+Pin: release n=$PIN_SUITE
+Pin-Priority: 50
+EOT
+		$SUDO apt-get update -qq
+	fi
+}
+
+# build output folder for $KCONFIG (test|bench) and $ARCH
+build_dir() {
+	local a=${ARCH:-x86_64}
+	if [ "$a" = x86_64 ]; then echo "$CACHE/build-${KCONFIG:-test}"; else echo "$CACHE/build-$a-${KCONFIG:-test}"; fi
+}

@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# 'make test': boot the test kernel once and run KUnit (at boot), the
+# series' kselftests and the liburing suite; print one summary with counts.
+# Exit status: 0 all good; 1 a failure, a regression against the liburing
+# baseline, a kernel splat or a hang.
+set -euo pipefail
+. "$(dirname "$0")/lib.sh"
+
+B=$(build_dir)
+BASELINE=$REPO/tests/liburing-baseline.txt
+RUN=$OUT/test/$(date +%Y%m%d-%H%M%S)
+mkdir -p "$RUN"
+export RUN
+LIBURING=$CACHE/liburing/src/test
+[ -d "$CACHE/kselftest" ] || die "kselftests not built: run 'make userspace'"
+args="KSFT=$CACHE/kselftest LIBURING=$LIBURING"
+[ -z "${LIBURING_TESTS:-}" ] || args+=" LIBURING_TESTS='$LIBURING_TESTS'"
+[ -z "${PHASES:-}" ] || args+=" PHASES='$PHASES'"
+[ -z "${HANDOFF_PASSES:-}" ] || args+=" HANDOFF_PASSES='$HANDOFF_PASSES'"
+
+set +e
+VM_TIMEOUT=${TEST_TIMEOUT:-3600} bash "$REPO/scripts/vm.sh" --disk -- "$args bash $REPO/scripts/guest/test.sh"
+vmrc=$?
+set -e
+bash "$REPO/scripts/summarize.sh" "$RUN" "$vmrc"
