@@ -8,7 +8,7 @@ S := scripts
 all: run
 
 help:
-	@sed -n 's/^## //p' README.md
+	@sed -n 's/^## \(make .*\)/\1/p' README.md
 
 # --- setup and build chain (each step idempotent) ---------------------------------
 setup:
@@ -46,3 +46,8 @@ export:
 
 clean-build:
 	@. $(S)/lib.sh; echo "removing $$(build_dir)"; rm -rf "$$(build_dir)"
+
+# record the liburing results of the unpatched base (tests/liburing-baseline.txt)
+baseline: fetch
+	@$(S)/assemble.sh
+	@$(S)/baseline.sh

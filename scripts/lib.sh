@@ -66,5 +66,6 @@ EOT
 # build output folder for $KCONFIG (test|bench) and $ARCH
 build_dir() {
 	local a=${ARCH:-x86_64}
+	if [ -n "${BUILD_DIR:-}" ]; then echo "$BUILD_DIR"; return; fi
 	if [ "$a" = x86_64 ]; then echo "$CACHE/build-${KCONFIG:-test}"; else echo "$CACHE/build-$a-${KCONFIG:-test}"; fi
 }

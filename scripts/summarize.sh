@@ -33,7 +33,7 @@ fi
 
 # --- kselftests ------------------------------------------------------------------------
 for f in "$RUN"/kselftest.*.tap; do
-	[ -f "$f" ] || { echo "kselftest:  not run"; bad "kselftests did not run"; break; }
+	[ -f "$f" ] || { echo "kselftest:  not run"; case "${PHASES:-kselftest}" in *kselftest*) bad "kselftests did not run" ;; esac; break; }
 	p=${f#"$RUN"/kselftest.}; p=${p%.tap}
 	# top-level results of run_kselftest.sh and the harness totals of each program
 	pass=$(grep -cE '^ok [0-9]+ ' "$f" | tr -d ' ')
@@ -48,7 +48,7 @@ done
 
 # --- liburing, against the baseline ------------------------------------------------------
 for f in "$RUN"/liburing.*.results; do
-	[ -f "$f" ] || { echo "liburing:   not run"; [ -n "${PHASES:-}" ] || bad "liburing did not run"; break; }
+	[ -f "$f" ] || { echo "liburing:   not run"; case "${PHASES:-liburing}" in *liburing*) bad "liburing did not run" ;; esac; break; }
 	p=${f#"$RUN"/liburing.}; p=${p%.results}
 	read -r n np nf ns nt < <(awk '{n++; c[$2]++} END {print n+0, c["pass"]+0, c["fail"]+0, c["skip"]+0, c["timeout"]+0}' "$f")
 	regress=() known=() newskip=() newtest=()

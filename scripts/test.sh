@@ -12,8 +12,11 @@ RUN=$OUT/test/$(date +%Y%m%d-%H%M%S)
 mkdir -p "$RUN"
 export RUN
 LIBURING=$CACHE/liburing/src/test
-[ -d "$CACHE/kselftest" ] || die "kselftests not built: run 'make userspace'"
-args="KSFT=$CACHE/kselftest LIBURING=$LIBURING"
+KS=${KSFT_DIR:-$CACHE/kselftest}
+case "${PHASES:-kselftest}" in
+*kselftest*) [ -d "$KS" ] || die "kselftests not built: run 'make userspace'" ;;
+esac
+args="KSFT=$KS LIBURING=$LIBURING"
 [ -z "${LIBURING_TESTS:-}" ] || args+=" LIBURING_TESTS='$LIBURING_TESTS'"
 [ -z "${PHASES:-}" ] || args+=" PHASES='$PHASES'"
 [ -z "${HANDOFF_PASSES:-}" ] || args+=" HANDOFF_PASSES='$HANDOFF_PASSES'"
