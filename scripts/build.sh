@@ -22,7 +22,7 @@ export CCACHE_DIR=${CCACHE_DIR:-$CACHE/ccache}
 MK=(make -C "$WORK" O="$B" -j"$(nproc)" RUSTC=/usr/bin/rustc RUSTDOC=/usr/bin/rustdoc BINDGEN=bindgen
     CC="ccache gcc"
     KBUILD_BUILD_VERSION="$(cat "$WORK/.iou-series-version" 2>/dev/null || echo 1)"
-    KBUILD_BUILD_USER=iou KBUILD_BUILD_HOST=handoff)
+    KBUILD_BUILD_USER=iou KBUILD_BUILD_HOST=handoff LOCALVERSION=)
 [ "$ARCH" = x86_64 ] || MK+=(ARCH=arm64 CROSS_COMPILE=aarch64-linux-gnu-)
 
 # --- configuration, regenerated when a fragment changes ---------------------------------

@@ -33,9 +33,12 @@ add_pinned_suite
 # --- bindgen-cli from crates.io -------------------------------------------------
 if ! "$CACHE/cargo/bin/bindgen" --version 2>/dev/null | grep -q "$BINDGEN_VERSION"; then
 	info "cargo install bindgen-cli $BINDGEN_VERSION"
-	command -v cargo >/dev/null || die "cargo not found (install Rust via rustup or Debian's cargo)"
-	CARGO_TARGET_DIR="$CACHE/cargo-target" cargo install --root "$CACHE/cargo" \
-		bindgen-cli --version "$BINDGEN_VERSION" --locked
+	cargo=$(command -v cargo || true)
+	[ -n "$cargo" ] || [ ! -x "$HOME/.cargo/bin/cargo" ] || cargo=$HOME/.cargo/bin/cargo
+	[ -n "$cargo" ] || die "cargo not found: install Rust with rustup, or the Debian package 'cargo-web'"
+	CARGO_TARGET_DIR="$CACHE/cargo-target" "$cargo" install -q --root "$CACHE/cargo" \
+		bindgen-cli --version "$BINDGEN_VERSION" --locked || die "cargo install bindgen-cli failed"
+	rm -rf "$CACHE/cargo-target"
 fi
 
 # --- virtme-ng from PyPI in a venv ----------------------------------------------

@@ -70,7 +70,7 @@ for f in "$RUN"/liburing.*.results; do
 done
 
 # --- kernel splats on the console ----------------------------------------------------------
-pat='WARNING:|BUG:|Oops|general protection fault|Kernel panic|possible circular locking|possible recursive locking|inconsistent lock state|suspicious RCU usage|INFO: task .* blocked for more than|rcu: INFO|soft lockup|hard LOCKUP|UBSAN:|KASAN:|scheduling while atomic|sleeping function called from invalid context|lockdep'
+pat='WARNING:|BUG:|Oops|general protection fault|Kernel panic|possible circular locking|possible recursive locking|inconsistent lock state|suspicious RCU usage|INFO: task .* blocked for more than|rcu: INFO|soft lockup|hard LOCKUP|UBSAN:|KASAN:|scheduling while atomic|sleeping function called from invalid context|DEBUG_LOCKS_WARN_ON|turning off the locking correctness validator'
 splats=$(grep -E "$pat" "$con" 2>/dev/null | grep -v 'iou-test:' || true)
 nsplat=$(printf '%s' "$splats" | grep -c . || true)
 echo "dmesg:      $nsplat kernel warning/BUG/lockdep line(s)"

@@ -1,0 +1,110 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * Thread identity handoff: a thread that is about to block in the kernel
+ * hands what userspace can observe of it (tid, thread-group leadership,
+ * signal state, credentials, scheduling attributes, cgroup, per-thread
+ * accounting and the user register state) to another, idle thread of the
+ * same process. That thread returns to userspace in its place; the blocked
+ * thread keeps its task_struct, kernel stack and in-kernel state, and
+ * finishes its work as an anonymous kernel worker.
+ *
+ * Sequence, for a source S (current, about to sleep) and a destination D:
+ *
+ *   S: thread_handoff_allowed(S)            vet the source
+ *   S: thread_handoff_compatible(S, D)      vet the destination
+ *   S: thread_handoff_prepare()             sync live register state
+ *   S: thread_handoff_acct_take(&acct)      take S's per-thread accounting
+ *   D: thread_handoff_adopt_creds(S)        optional: creds first, to run
+ *                                           work on S's behalf early
+ *   D: thread_handoff_finish(S, &acct)      move the identity, add acct
+ *
+ * The source side runs from the scheduler's pre-sleep hook: it must not
+ * sleep and must not fail other than by returning false. The
+ * implementation lives in kernel/thread_handoff.rs.
+ */
+#ifndef _LINUX_THREAD_HANDOFF_H
+#define _LINUX_THREAD_HANDOFF_H
+
+#include <linux/sched.h>
+
+/* Per-thread accounting that follows the tid, so its counters stay monotonic. */
+struct thread_handoff_acct {
+	u64 utime;
+	u64 stime;
+	u64 gtime;
+	u64 exec_runtime;
+	unsigned long min_flt;
+	unsigned long maj_flt;
+	unsigned long nvcsw;
+	unsigned long nivcsw;
+	struct task_io_accounting ioac;
+};
+
+#ifdef CONFIG_THREAD_HANDOFF
+bool thread_handoff_allowed(struct task_struct *src);
+bool thread_handoff_compatible(struct task_struct *src, struct task_struct *dst);
+bool thread_handoff_prepare(void);
+void thread_handoff_acct_take(struct thread_handoff_acct *acct);
+void thread_handoff_acct_add(struct task_struct *dst,
+			     const struct thread_handoff_acct *acct);
+void thread_handoff_adopt_creds(struct task_struct *src);
+int thread_handoff_finish(struct task_struct *src,
+			  const struct thread_handoff_acct *acct);
+
+/* scheduler side, kernel/sched/core.c */
+u64 sched_exec_runtime_take(struct task_struct *p);
+void sched_exec_runtime_add(struct task_struct *p, u64 ns);
+
+/*
+ * Architecture hooks (select ARCH_HAS_THREAD_HANDOFF):
+ * _allowed()     refuse register state that cannot move (e.g. compat tasks)
+ * _compatible()  refuse a destination whose register state cannot take it
+ * _prepare()     on the source, current, right before it blocks: write the
+ *                live user register state back to the task. Must not sleep.
+ * _finish()      on the destination, current: copy the user register
+ *                state from @src and load what the return to userspace
+ *                will not; @leader is true when group leadership moved.
+ */
+bool arch_thread_handoff_allowed(struct task_struct *tsk);
+bool arch_thread_handoff_compatible(struct task_struct *src,
+				    struct task_struct *dst);
+bool arch_thread_handoff_prepare(void);
+int arch_thread_handoff_finish(struct task_struct *src, bool leader);
+#else
+static inline bool thread_handoff_allowed(struct task_struct *src)
+{
+	return false;
+}
+
+static inline bool thread_handoff_compatible(struct task_struct *src,
+					     struct task_struct *dst)
+{
+	return false;
+}
+
+static inline bool thread_handoff_prepare(void)
+{
+	return false;
+}
+
+static inline void thread_handoff_acct_take(struct thread_handoff_acct *acct)
+{
+}
+
+static inline void thread_handoff_acct_add(struct task_struct *dst,
+					   const struct thread_handoff_acct *acct)
+{
+}
+
+static inline void thread_handoff_adopt_creds(struct task_struct *src)
+{
+}
+
+static inline int thread_handoff_finish(struct task_struct *src,
+					const struct thread_handoff_acct *acct)
+{
+	return -EOPNOTSUPP;
+}
+#endif /* CONFIG_THREAD_HANDOFF */
+
+#endif /* _LINUX_THREAD_HANDOFF_H */

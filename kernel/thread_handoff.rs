@@ -1,0 +1,1050 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Thread identity handoff.
+//!
+//! A thread that is about to block in the kernel hands what userspace can observe of it to an
+//! idle thread of the same process, which returns to userspace in its place. The blocked thread
+//! keeps its `task_struct`, kernel stack and in-kernel state and finishes its work anonymously.
+//!
+//! C header: [`include/linux/thread_handoff.h`](srctree/include/linux/thread_handoff.h)
+//!
+//! The C entry points are thin: each converts its raw pointers once and calls into the code
+//! below. Everything that runs on the source side ([`thread_handoff_allowed`],
+//! [`thread_handoff_compatible`], [`thread_handoff_prepare`], [`thread_handoff_acct_take`]) is
+//! called from the scheduler's pre-sleep hook, so it must not sleep, allocate or panic: it only
+//! reads task fields, and the accounting arithmetic wraps instead of overflowing.
+
+use core::ptr::{self, addr_of, addr_of_mut};
+use kernel::{
+    bindings,
+    prelude::*,
+    sync::atomic::{Atomic, Release},
+};
+
+type Task = bindings::task_struct;
+
+/// `prctl()` driven process flags that follow the identity. `PF_MEMALLOC_NOIO` and friends stay:
+/// kernel code sets those too, for its own scopes.
+const MOVED_PF_FLAGS: c_uint = bindings::PF_MCE_PROCESS | bindings::PF_MCE_EARLY;
+
+/// Why a source or destination was refused.
+///
+/// Every refusal errs on the safe side: state that is bound to the `task_struct` rather than to
+/// the identity cannot move, so a task holding such state keeps its identity and blocks as usual.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Refusal {
+    /// The task is exiting, or a kernel or io-wq thread.
+    NotUserTask,
+    /// The task is traced, or traces others (tracees point back at the tracer task).
+    Ptrace,
+    /// The thread group is exiting.
+    GroupExit,
+    /// Per-task perf contexts are bound to the `task_struct`.
+    PerfContext,
+    /// PI futex ownership is bound to the `task_struct`.
+    PiFutex,
+    /// Syscall user dispatch is set up on this thread.
+    UserDispatch,
+    /// Only the fair class moves.
+    RealTime,
+    /// The core scheduling cookie is bound to the task.
+    CoreCookie,
+    /// Coverage collection is per thread.
+    Kcov,
+    /// Armed per-thread CPU timers would sample the wrong clock.
+    CpuTimers,
+    /// The syscall never returns on this task, its audit record would be lost.
+    Audit,
+    /// Pending uretprobes keep their return addresses in this task.
+    Uretprobe,
+    /// A `vfork()` parent waits on this `task_struct`.
+    VforkParent,
+    /// The destination belongs to another thread group.
+    OtherGroup,
+    /// The destination shares a different mm, file table, fs or namespaces.
+    OtherContext,
+    /// The identity would gain `no_new_privs`.
+    NoNewPrivs,
+    /// A different seccomp mode or filter: the identity must not escape its filters.
+    Seccomp,
+    /// A different SysV semaphore undo list.
+    SysvSem,
+    /// A different user namespace.
+    UserNs,
+    /// The architecture cannot move the register state.
+    Arch,
+}
+
+/// Vets the source, `current`, which is about to block.
+///
+/// # Safety
+///
+/// `t` must be `current`.
+unsafe fn vet_source(t: *mut Task) -> Result<(), Refusal> {
+    // SAFETY: `t` is `current`, valid for the whole call; fields read here are only written by
+    // the task itself or under locks whose exact value does not matter for a snapshot.
+    let flags = unsafe { (*t).flags };
+    if flags & (bindings::PF_EXITING | bindings::PF_KTHREAD | bindings::PF_IO_WORKER) != 0 {
+        return Err(Refusal::NotUserTask);
+    }
+    // SAFETY: As above.
+    if unsafe { (*t).ptrace } != 0 || !unsafe { list_empty(addr_of!((*t).ptraced)) } {
+        return Err(Refusal::Ptrace);
+    }
+    // SAFETY: A user task always has a signal struct.
+    if unsafe { (*(*t).signal).flags } & bindings::SIGNAL_GROUP_EXIT != 0 {
+        return Err(Refusal::GroupExit);
+    }
+    // SAFETY: `t` is valid.
+    unsafe { vet_pinned_state(t) }?;
+    // SAFETY: `t` is valid.
+    if unsafe { bindings::task_syscall_user_dispatch(t) } {
+        return Err(Refusal::UserDispatch);
+    }
+    // SAFETY: `t` is valid.
+    if unsafe { bindings::rt_or_dl_task(t) } {
+        return Err(Refusal::RealTime);
+    }
+    #[cfg(CONFIG_SCHED_CORE)]
+    // SAFETY: `t` is valid.
+    if unsafe { (*t).core_cookie } != 0 {
+        return Err(Refusal::CoreCookie);
+    }
+    #[cfg(CONFIG_KCOV)]
+    // SAFETY: `t` is valid.
+    if !unsafe { (*t).kcov }.is_null() {
+        return Err(Refusal::Kcov);
+    }
+    #[cfg(CONFIG_POSIX_TIMERS)]
+    // SAFETY: `t` is valid.
+    if unsafe { (*t).posix_cputimers.timers_active } != 0 {
+        return Err(Refusal::CpuTimers);
+    }
+    // SAFETY: Reads the audit context of `current`, which `t` is.
+    if !unsafe { bindings::audit_dummy_context() } {
+        return Err(Refusal::Audit);
+    }
+    #[cfg(CONFIG_UPROBES)]
+    {
+        // SAFETY: `t` is valid; `utask` is only freed by the task itself.
+        let utask = unsafe { (*t).utask };
+        // SAFETY: `utask` is valid when non-null.
+        if !utask.is_null() && !unsafe { (*utask).return_instances }.is_null() {
+            return Err(Refusal::Uretprobe);
+        }
+    }
+    // SAFETY: `t` is valid.
+    if !unsafe { (*t).vfork_done }.is_null() {
+        return Err(Refusal::VforkParent);
+    }
+    // SAFETY: `t` is `current`.
+    if !unsafe { bindings::arch_thread_handoff_allowed(t) } {
+        return Err(Refusal::Arch);
+    }
+    Ok(())
+}
+
+/// State that can be set up between vetting and blocking, checked again in
+/// [`thread_handoff_prepare`].
+///
+/// # Safety
+///
+/// `t` must be `current`.
+unsafe fn vet_pinned_state(t: *mut Task) -> Result<(), Refusal> {
+    // SAFETY: `t` is `current`.
+    if unsafe { (*t).ptrace } != 0 {
+        return Err(Refusal::Ptrace);
+    }
+    #[cfg(CONFIG_PERF_EVENTS)]
+    // SAFETY: `t` is `current`; only the task itself installs its per-task context.
+    if !unsafe { (*t).perf_event_ctxp }.is_null() {
+        return Err(Refusal::PerfContext);
+    }
+    #[cfg(CONFIG_FUTEX)]
+    // SAFETY: `t` is `current`; only the task itself adds PI state it owns.
+    if !unsafe { list_empty(addr_of!((*t).futex.pi_state_list)) } {
+        return Err(Refusal::PiFutex);
+    }
+    Ok(())
+}
+
+/// Vets the destination `dst` for the identity of the source `src`.
+///
+/// # Safety
+///
+/// `src` must be `current` and `dst` a valid task.
+unsafe fn vet_destination(src: *mut Task, dst: *mut Task) -> Result<(), Refusal> {
+    // SAFETY: Both tasks are valid for the call.
+    let (s, d) = unsafe { (&*src, &*dst) };
+    if d.flags & bindings::PF_EXITING != 0 || d.ptrace != 0 {
+        return Err(Refusal::NotUserTask);
+    }
+    if s.signal != d.signal {
+        return Err(Refusal::OtherGroup);
+    }
+    // SAFETY: `dst` is valid.
+    if unsafe { bindings::task_syscall_user_dispatch(dst) } {
+        return Err(Refusal::UserDispatch);
+    }
+    if s.mm != d.mm || s.files != d.files || s.fs != d.fs || s.nsproxy != d.nsproxy {
+        return Err(Refusal::OtherContext);
+    }
+    // SAFETY: Both tasks are valid.
+    if unsafe { bindings::task_no_new_privs(dst) && !bindings::task_no_new_privs(src) } {
+        return Err(Refusal::NoNewPrivs);
+    }
+    #[cfg(CONFIG_SECCOMP)]
+    if s.seccomp.mode != d.seccomp.mode || s.seccomp.filter != d.seccomp.filter {
+        return Err(Refusal::Seccomp);
+    }
+    #[cfg(CONFIG_SYSVIPC)]
+    if s.sysvsem.undo_list != d.sysvsem.undo_list {
+        return Err(Refusal::SysvSem);
+    }
+    // SAFETY: The credentials are RCU protected; the read side section covers both reads.
+    let same_ns = unsafe {
+        bindings::rcu_read_lock();
+        let same = (*s.real_cred).user_ns == (*d.real_cred).user_ns;
+        bindings::rcu_read_unlock();
+        same
+    };
+    if !same_ns {
+        return Err(Refusal::UserNs);
+    }
+    // SAFETY: `src` is `current`, `dst` valid.
+    if !unsafe { bindings::arch_thread_handoff_compatible(src, dst) } {
+        return Err(Refusal::Arch);
+    }
+    Ok(())
+}
+
+/// `list_empty()`, a single `READ_ONCE()` of the head's next pointer.
+///
+/// # Safety
+///
+/// `head` must point to an initialised list head.
+unsafe fn list_empty(head: *const bindings::list_head) -> bool {
+    // SAFETY: `head` is valid; the read is a plain snapshot, as in C.
+    ptr::eq(unsafe { ptr::read_volatile(addr_of!((*head).next)) }, head)
+}
+
+/// Per-thread counters that follow the tid.
+#[derive(Clone, Copy, Default, Debug, PartialEq, Eq)]
+struct Counters {
+    min_flt: usize,
+    maj_flt: usize,
+    nvcsw: usize,
+    nivcsw: usize,
+}
+
+impl Counters {
+    /// Adds `other` to `self`. The counters are monotonic statistics that C lets wrap: wrap too.
+    fn add(&mut self, other: &Counters) {
+        self.min_flt = self.min_flt.wrapping_add(other.min_flt);
+        self.maj_flt = self.maj_flt.wrapping_add(other.maj_flt);
+        self.nvcsw = self.nvcsw.wrapping_add(other.nvcsw);
+        self.nivcsw = self.nivcsw.wrapping_add(other.nivcsw);
+    }
+}
+
+/// CPU times that follow the tid.
+#[derive(Clone, Copy, Default, Debug, PartialEq, Eq)]
+struct Times {
+    utime: u64,
+    stime: u64,
+    gtime: u64,
+}
+
+impl Times {
+    fn add(&mut self, other: &Times) {
+        self.utime = self.utime.wrapping_add(other.utime);
+        self.stime = self.stime.wrapping_add(other.stime);
+        self.gtime = self.gtime.wrapping_add(other.gtime);
+    }
+}
+
+/// Takes the per-thread accounting off `p` into `acct`, leaving `p`'s counters at zero.
+///
+/// # Safety
+///
+/// `p` must be `current` and `acct` valid for writes.
+unsafe fn acct_take(p: *mut Task, acct: &mut bindings::thread_handoff_acct) {
+    // SAFETY: `p` is a valid task.
+    acct.exec_runtime = unsafe { bindings::sched_exec_runtime_take(p) };
+
+    // The tick updates the CPU times from interrupt context.
+    // SAFETY: Paired with the enable below, no sleeping in between.
+    unsafe { bindings::local_irq_disable() };
+    // SAFETY: `p` is `current` and interrupts are off, nothing else writes these now.
+    unsafe {
+        acct.utime = ptr::replace(addr_of_mut!((*p).utime), 0);
+        acct.stime = ptr::replace(addr_of_mut!((*p).stime), 0);
+        acct.gtime = ptr::replace(addr_of_mut!((*p).gtime), 0);
+    }
+    #[cfg(not(CONFIG_VIRT_CPU_ACCOUNTING_NATIVE))]
+    // SAFETY: `prev_cputime` is protected by its raw lock; interrupts are off.
+    unsafe {
+        let lock = addr_of_mut!((*p).prev_cputime.lock);
+        bindings::raw_spin_lock(lock);
+        (*p).prev_cputime.utime = 0;
+        (*p).prev_cputime.stime = 0;
+        bindings::raw_spin_unlock(lock);
+    }
+    // SAFETY: Paired with the disable above.
+    unsafe { bindings::local_irq_enable() };
+
+    // SAFETY: `p` is `current`; these counters are only written by the task itself.
+    unsafe {
+        acct.min_flt = ptr::replace(addr_of_mut!((*p).min_flt), 0);
+        acct.maj_flt = ptr::replace(addr_of_mut!((*p).maj_flt), 0);
+        acct.nvcsw = ptr::replace(addr_of_mut!((*p).nvcsw), 0);
+        acct.nivcsw = ptr::replace(addr_of_mut!((*p).nivcsw), 0);
+        acct.ioac = ptr::replace(addr_of_mut!((*p).ioac), core::mem::zeroed());
+    }
+}
+
+/// Adds the accounting in `acct` to `p`.
+///
+/// # Safety
+///
+/// `p` must be `current`.
+unsafe fn acct_add(p: *mut Task, acct: &bindings::thread_handoff_acct) {
+    // SAFETY: `p` is a valid task.
+    unsafe { bindings::sched_exec_runtime_add(p, acct.exec_runtime) };
+
+    let moved = Times {
+        utime: acct.utime,
+        stime: acct.stime,
+        gtime: acct.gtime,
+    };
+    // SAFETY: Paired with the enable below.
+    unsafe { bindings::local_irq_disable() };
+    // SAFETY: `p` is `current` and interrupts are off.
+    unsafe {
+        let mut times = Times {
+            utime: (*p).utime,
+            stime: (*p).stime,
+            gtime: (*p).gtime,
+        };
+        times.add(&moved);
+        (*p).utime = times.utime;
+        (*p).stime = times.stime;
+        (*p).gtime = times.gtime;
+    }
+    // SAFETY: Paired with the disable above.
+    unsafe { bindings::local_irq_enable() };
+
+    let moved = Counters {
+        min_flt: acct.min_flt,
+        maj_flt: acct.maj_flt,
+        nvcsw: acct.nvcsw,
+        nivcsw: acct.nivcsw,
+    };
+    // SAFETY: `p` is `current`, the only writer of these counters.
+    unsafe {
+        let mut c = Counters {
+            min_flt: (*p).min_flt,
+            maj_flt: (*p).maj_flt,
+            nvcsw: (*p).nvcsw,
+            nivcsw: (*p).nivcsw,
+        };
+        c.add(&moved);
+        (*p).min_flt = c.min_flt;
+        (*p).maj_flt = c.maj_flt;
+        (*p).nvcsw = c.nvcsw;
+        (*p).nivcsw = c.nivcsw;
+        let mut ioac = acct.ioac;
+        bindings::task_io_accounting_add(addr_of_mut!((*p).ioac), &mut ioac);
+    }
+}
+
+/// Makes `src`'s credentials the credentials of `dst`, both real and effective.
+///
+/// This is not `commit_creds()`: the process is not changing credentials, an existing identity
+/// moves between two of its tasks, and neither changes its own creds while a handoff is in
+/// flight.
+///
+/// # Safety
+///
+/// `dst` must be `current`, `src` a valid, blocked task of the same thread group.
+unsafe fn move_creds(dst: *mut Task, src: *mut Task) {
+    // SAFETY: Neither task can change its credentials now, see above.
+    let (old, new) = unsafe { ((*dst).real_cred, (*src).real_cred) };
+    if ptr::eq(old, new) {
+        return;
+    }
+    // SAFETY: `new` and `old` are live credentials, referenced by their tasks.
+    let user_changed = unsafe { (*new).user != (*old).user };
+    // SAFETY: One reference for `real_cred` and one for `cred`, as copy_creds() takes them.
+    unsafe { bindings::get_cred_many(new, 2) };
+    if user_changed {
+        // SAFETY: `new` holds a reference on its ucounts.
+        unsafe {
+            bindings::inc_rlimit_ucounts(
+                (*new).ucounts,
+                bindings::ucount_type_UCOUNT_RLIMIT_NPROC,
+                1,
+            )
+        };
+    }
+    // SAFETY: The fields are RCU published pointers of `current`; the release stores order the
+    // reference counts above before the new pointers become visible, like rcu_assign_pointer().
+    unsafe {
+        Atomic::from_ptr(addr_of_mut!((*dst).real_cred)).store(new, Release);
+        Atomic::from_ptr(addr_of_mut!((*dst).cred)).store(new, Release);
+    }
+    if user_changed {
+        // SAFETY: `old` holds a reference on its ucounts until the put below.
+        unsafe {
+            bindings::dec_rlimit_ucounts(
+                (*old).ucounts,
+                bindings::ucount_type_UCOUNT_RLIMIT_NPROC,
+                1,
+            )
+        };
+    }
+    // SAFETY: Drops the two references `dst` held through `real_cred` and `cred`.
+    unsafe { bindings::put_cred_many(old, 2) };
+}
+
+/// Moves the signal state from `src` to `dst`; `src` gets a worker's mask.
+///
+/// # Safety
+///
+/// Both tasks must be valid and share `sighand`, whose `siglock` the caller holds.
+unsafe fn move_signals(dst: *mut Task, src: *mut Task) {
+    // SAFETY: The caller holds the siglock, which protects all of these.
+    unsafe {
+        (*dst).blocked = (*src).blocked;
+        (*dst).real_blocked = (*src).real_blocked;
+        (*dst).saved_sigmask = (*src).saved_sigmask;
+        (*dst).sas_ss_sp = (*src).sas_ss_sp;
+        (*dst).sas_ss_size = (*src).sas_ss_size;
+        (*dst).sas_ss_flags = (*src).sas_ss_flags;
+        (*dst).restart_block = (*src).restart_block;
+
+        // Like an io-wq worker: everything blocked but SIGKILL and SIGSTOP.
+        let keep = sigmask(bindings::SIGKILL) | sigmask(bindings::SIGSTOP);
+        for (i, w) in (*src).blocked.sig.iter_mut().enumerate() {
+            *w = if i == 0 { !keep } else { !0 };
+        }
+        (*src).real_blocked.sig.fill(0);
+        // sas_ss_reset()
+        (*src).sas_ss_sp = 0;
+        (*src).sas_ss_size = 0;
+        (*src).sas_ss_flags = bindings::SS_DISABLE;
+
+        bindings::list_splice_tail_init(
+            addr_of_mut!((*src).pending.list),
+            addr_of_mut!((*dst).pending.list),
+        );
+        let from = (*src).pending.signal.sig;
+        for (w, f) in (*dst).pending.signal.sig.iter_mut().zip(from) {
+            *w |= f;
+        }
+        (*src).pending.signal.sig.fill(0);
+    }
+}
+
+/// `sigmask()`: the bit of signal `sig` in the first word of a `sigset_t`.
+const fn sigmask(sig: u32) -> c_ulong {
+    1 << (sig - 1)
+}
+
+/// `container_of()` for a task on a list through the field at `offset`.
+///
+/// # Safety
+///
+/// `node` must point to the list head at `offset` inside a `task_struct`.
+unsafe fn task_of(node: *mut bindings::list_head, offset: usize) -> *mut Task {
+    // SAFETY: `node` lies `offset` bytes into a task, per the caller.
+    unsafe { node.byte_sub(offset).cast() }
+}
+
+/// Makes `dst` the thread group leader in place of `src`, like de_thread() does for exec.
+///
+/// The tgid is the leader's tid, so leadership follows the tid.
+///
+/// # Safety
+///
+/// The caller holds `tasklist_lock` for writing; `src` is the leader of `dst`'s group.
+unsafe fn move_leadership(dst: *mut Task, src: *mut Task) {
+    // SAFETY: Under `tasklist_lock`, which protects the thread, task and sibling lists and the
+    // group leader pointers; RCU readers may see a thread twice during the swap, never miss one.
+    unsafe {
+        // The leader must come first on `signal->thread_head`: swap the two positions.
+        let mut prev = (*dst).thread_node.prev;
+        if ptr::eq(prev, addr_of!((*src).thread_node)) {
+            prev = addr_of_mut!((*dst).thread_node);
+        }
+        bindings::list_del_rcu(addr_of_mut!((*dst).thread_node));
+        bindings::list_replace_rcu(
+            addr_of_mut!((*src).thread_node),
+            addr_of_mut!((*dst).thread_node),
+        );
+        bindings::list_add_rcu(addr_of_mut!((*src).thread_node), prev);
+
+        bindings::transfer_pid(src, dst, bindings::pid_type_PIDTYPE_TGID);
+        bindings::transfer_pid(src, dst, bindings::pid_type_PIDTYPE_PGID);
+        bindings::transfer_pid(src, dst, bindings::pid_type_PIDTYPE_SID);
+
+        bindings::list_replace_rcu(addr_of_mut!((*src).tasks), addr_of_mut!((*dst).tasks));
+        bindings::list_replace_init(addr_of_mut!((*src).sibling), addr_of_mut!((*dst).sibling));
+
+        let head = addr_of_mut!((*(*dst).signal).thread_head);
+        let offset = core::mem::offset_of!(Task, thread_node);
+        let mut node = (*head).next;
+        while !ptr::eq(node, head) {
+            (*task_of(node, offset)).group_leader = dst;
+            node = (*node).next;
+        }
+
+        (*dst).exit_signal = (*src).exit_signal;
+        (*src).exit_signal = -1;
+    }
+}
+
+/// Reparents `src`'s children to `dst`: they were forked by the identity, not the task.
+///
+/// # Safety
+///
+/// The caller holds `tasklist_lock` for writing.
+unsafe fn move_children(dst: *mut Task, src: *mut Task) {
+    // SAFETY: Under `tasklist_lock`, which protects the children lists and parent pointers.
+    unsafe {
+        let head = addr_of_mut!((*src).children);
+        let offset = core::mem::offset_of!(Task, sibling);
+        let mut node = (*head).next;
+        while !ptr::eq(node, head) {
+            let child = task_of(node, offset);
+            ptr::write_volatile(addr_of_mut!((*child).real_parent), dst);
+            if ptr::eq((*child).parent, src) {
+                ptr::write_volatile(addr_of_mut!((*child).parent), dst);
+            }
+            node = (*node).next;
+        }
+        bindings::list_splice_init(head, addr_of_mut!((*dst).children));
+        (*dst).self_exec_id = (*src).self_exec_id;
+    }
+}
+
+/// Swaps tid, group leadership, children and signal state in one step.
+///
+/// Returns whether group leadership moved.
+///
+/// # Safety
+///
+/// `dst` must be `current`, `src` a blocked task of the same thread group.
+unsafe fn move_tid(dst: *mut Task, src: *mut Task) -> bool {
+    // SAFETY: Both tasks share `sighand` (same thread group, neither can be in exec).
+    let sighand = unsafe { (*dst).sighand };
+    // SAFETY: The lock order is the one of exit and exec: threadgroup rwsem, tasklist_lock,
+    // siglock. Nothing in between sleeps.
+    unsafe {
+        bindings::cgroup_threadgroup_change_begin(dst);
+        bindings::write_lock_irq(addr_of_mut!(bindings::tasklist_lock));
+        bindings::spin_lock(addr_of_mut!((*sighand).siglock));
+    }
+    // SAFETY: `src` is valid, `tasklist_lock` is held.
+    let leader = unsafe { (*src).exit_signal } >= 0;
+    // SAFETY: `tasklist_lock` is held for writing, as exchange_tids() requires, and the siglock
+    // as move_signals() requires.
+    unsafe {
+        bindings::exchange_tids(dst, src);
+        if leader {
+            move_leadership(dst, src);
+        }
+        move_children(dst, src);
+        move_signals(dst, src);
+    }
+    // SAFETY: Reverse order of the locking above.
+    unsafe {
+        bindings::spin_unlock(addr_of_mut!((*sighand).siglock));
+        bindings::write_unlock_irq(addr_of_mut!(bindings::tasklist_lock));
+        bindings::cgroup_threadgroup_change_end(dst);
+        bindings::recalc_sigpending();
+    }
+    leader
+}
+
+/// Moves robust futex lists, `clear_child_tid` and rseq registration.
+///
+/// # Safety
+///
+/// `dst` must be `current`, `src` a blocked task.
+unsafe fn move_user_pointers(dst: *mut Task, src: *mut Task) {
+    // SAFETY: The source is blocked and never touches these again; `dst` is `current`.
+    unsafe {
+        #[cfg(CONFIG_FUTEX)]
+        {
+            (*dst).futex.robust_list =
+                ptr::replace(addr_of_mut!((*src).futex.robust_list), ptr::null_mut());
+            #[cfg(CONFIG_COMPAT)]
+            {
+                (*dst).futex.compat_robust_list = ptr::replace(
+                    addr_of_mut!((*src).futex.compat_robust_list),
+                    ptr::null_mut(),
+                );
+            }
+        }
+        (*dst).clear_child_tid =
+            ptr::replace(addr_of_mut!((*src).clear_child_tid), ptr::null_mut());
+    }
+
+    #[cfg(CONFIG_RSEQ)]
+    // SAFETY: The rseq state is also read from interrupt context (preemption notifiers): move it
+    // with interrupts off, then make the return to userspace refresh the user copy.
+    unsafe {
+        bindings::local_irq_disable();
+        (*dst).rseq = ptr::replace(addr_of_mut!((*src).rseq), core::mem::zeroed());
+        (*src).rseq.ids.__bindgen_anon_1.__bindgen_anon_1.cpu_id =
+            bindings::rseq_cpu_id_state_RSEQ_CPU_ID_UNINITIALIZED as u32;
+        bindings::local_irq_enable();
+        bindings::rseq_force_update();
+    }
+}
+
+/// Copies the plain per-task attributes of the identity.
+///
+/// # Safety
+///
+/// `dst` must be `current`, `src` a blocked task.
+unsafe fn move_attributes(dst: *mut Task, src: *mut Task) {
+    // SAFETY: The source is blocked; these fields of `current` are only written by itself.
+    unsafe {
+        #[cfg(CONFIG_AUDIT)]
+        {
+            (*dst).loginuid = (*src).loginuid;
+            (*dst).sessionid = (*src).sessionid;
+        }
+        (*dst).personality = (*src).personality;
+        (*dst).pdeath_signal = (*src).pdeath_signal;
+        (*dst).timer_slack_ns = (*src).timer_slack_ns;
+        (*dst).default_timer_slack_ns = (*src).default_timer_slack_ns;
+        (*dst).start_time = (*src).start_time;
+        (*dst).start_boottime = (*src).start_boottime;
+        if bindings::task_no_new_privs(src) {
+            bindings::task_set_no_new_privs(dst);
+        }
+        (*dst).flags = ((*dst).flags & !MOVED_PF_FLAGS) | ((*src).flags & MOVED_PF_FLAGS);
+    }
+}
+
+/// Gives `dst` a copy of `src`'s memory policy.
+///
+/// # Safety
+///
+/// `dst` must be `current`, `src` a blocked task.
+#[cfg(CONFIG_NUMA)]
+unsafe fn move_mempolicy(dst: *mut Task, src: *mut Task) {
+    // SAFETY: `src` is blocked, its policy cannot change under us.
+    let pol = unsafe { bindings::mpol_dup((*src).mempolicy) };
+    if kernel::error::from_err_ptr(pol).is_err() {
+        return;
+    }
+    // SAFETY: `task_lock` protects `mempolicy`; the old policy is dropped after the swap.
+    unsafe {
+        bindings::task_lock(dst);
+        let old = ptr::replace(addr_of_mut!((*dst).mempolicy), pol);
+        bindings::task_unlock(dst);
+        bindings::mpol_put(old);
+    }
+}
+
+#[cfg(not(CONFIG_NUMA))]
+unsafe fn move_mempolicy(_dst: *mut Task, _src: *mut Task) {}
+
+/// Carries over an ionice'd IO priority. Workers share the io_context of the thread that forked
+/// them, so the destination detaches from it first.
+///
+/// # Safety
+///
+/// `dst` must be `current`, `src` a blocked task.
+#[cfg(CONFIG_BLOCK)]
+unsafe fn move_ioprio(dst: *mut Task, src: *mut Task) {
+    const IOPRIO_CLASS_NONE: u32 = 0;
+    // SAFETY: `src` is blocked, `dst` is `current`.
+    unsafe {
+        let ioc = (*src).io_context;
+        if !(*dst).io_context.is_null() {
+            bindings::exit_io_context(dst);
+        }
+        if ioc.is_null() {
+            return;
+        }
+        let prio = (*ioc).ioprio;
+        let class = (u32::from(prio) >> bindings::IOPRIO_CLASS_SHIFT) & bindings::IOPRIO_CLASS_MASK;
+        if class != IOPRIO_CLASS_NONE && bindings::set_task_ioprio(dst, prio.into()) != 0 {
+            pr_warn_once!("thread_handoff: cannot move the IO priority\n");
+        }
+    }
+}
+
+#[cfg(not(CONFIG_BLOCK))]
+unsafe fn move_ioprio(_dst: *mut Task, _src: *mut Task) {}
+
+/// Moves a threaded cgroup placement; the source stays where it is.
+///
+/// # Safety
+///
+/// `dst` must be `current`, `src` a blocked task.
+unsafe fn move_cgroup(dst: *mut Task, src: *mut Task) {
+    #[cfg(CONFIG_CGROUPS)]
+    // SAFETY: Comparing the css_set pointers needs no dereference; attaching takes its own locks.
+    unsafe {
+        if !ptr::eq((*src).cgroups, (*dst).cgroups)
+            && bindings::cgroup_attach_task_all(src, dst) != 0
+        {
+            pr_warn_once!("thread_handoff: cannot move the cgroup placement\n");
+        }
+    }
+}
+
+/// Moves the scheduling attributes, only calling into the scheduler when they differ.
+///
+/// # Safety
+///
+/// `dst` must be `current`, `src` a blocked task.
+unsafe fn move_sched(dst: *mut Task, src: *mut Task) {
+    // SAFETY: Both tasks are valid; only the fair class gets here (see [`vet_source`]).
+    unsafe {
+        let (s, d) = (&*src, &*dst);
+        let reset = s.sched_reset_on_fork();
+        let slice = s.se.custom_slice != 0;
+        let mut same = s.policy == d.policy
+            && bindings::task_nice(src) == bindings::task_nice(dst)
+            && reset == d.sched_reset_on_fork()
+            && s.se.custom_slice == d.se.custom_slice
+            && (!slice || s.se.slice == d.se.slice);
+        #[cfg(CONFIG_UCLAMP_TASK)]
+        for (sc, dc) in s.uclamp_req.iter().zip(d.uclamp_req.iter()) {
+            same &= sc.user_defined() == dc.user_defined()
+                && (sc.user_defined() == 0 || sc.value() == dc.value());
+        }
+        if same {
+            return;
+        }
+
+        let mut attr: bindings::sched_attr = core::mem::zeroed();
+        attr.size = core::mem::size_of::<bindings::sched_attr>() as u32;
+        attr.sched_policy = s.policy;
+        attr.sched_nice = bindings::task_nice(src);
+        if reset != 0 {
+            attr.sched_flags |= u64::from(bindings::SCHED_FLAG_RESET_ON_FORK);
+        }
+        if slice {
+            attr.sched_runtime = s.se.slice;
+        }
+        #[cfg(CONFIG_UCLAMP_TASK)]
+        {
+            let min = &s.uclamp_req[bindings::uclamp_id_UCLAMP_MIN as usize];
+            let max = &s.uclamp_req[bindings::uclamp_id_UCLAMP_MAX as usize];
+            if min.user_defined() != 0 {
+                attr.sched_flags |= u64::from(bindings::SCHED_FLAG_UTIL_CLAMP_MIN);
+                attr.sched_util_min = min.value();
+            }
+            if max.user_defined() != 0 {
+                attr.sched_flags |= u64::from(bindings::SCHED_FLAG_UTIL_CLAMP_MAX);
+                attr.sched_util_max = max.value();
+            }
+        }
+        if bindings::sched_setattr_nocheck(dst, &attr) != 0 {
+            pr_warn_once!("thread_handoff: cannot move the scheduling attributes\n");
+        }
+    }
+}
+
+/// Moves the user requested affinity; the effective mask derives from it.
+///
+/// # Safety
+///
+/// `dst` must be `current`, `src` a blocked task.
+unsafe fn move_affinity(dst: *mut Task, src: *mut Task) {
+    // SAFETY: `dup_user_cpus_ptr()` wants no user mask on `dst`, and nothing else sets one on an
+    // io-wq worker concurrently.
+    unsafe {
+        bindings::release_user_cpus_ptr(dst);
+        if bindings::dup_user_cpus_ptr(dst, src, bindings::NUMA_NO_NODE) != 0 {
+            pr_warn_once!("thread_handoff: cannot copy the user affinity mask\n");
+        }
+        if bindings::set_cpus_allowed_ptr(dst, (*src).cpus_ptr) != 0 {
+            pr_warn_once!("thread_handoff: cannot move the CPU affinity\n");
+        }
+    }
+}
+
+/// Copies the task name.
+///
+/// # Safety
+///
+/// `dst` must be `current`, `src` a blocked task.
+unsafe fn move_comm(dst: *mut Task, src: *mut Task) {
+    // SAFETY: `src` is blocked, its name is stable; the copy is NUL terminated because `comm`
+    // always is.
+    unsafe {
+        let comm = (*src).comm;
+        bindings::__set_task_comm(dst, comm.as_ptr(), false);
+    }
+}
+
+/// Moves the whole identity of `src` to `dst`, which is `current`.
+///
+/// # Safety
+///
+/// `dst` must be `current`, `src` a task of the same thread group that passed [`vet_source`]
+/// and [`vet_destination`] against `dst`, prepared itself and is blocked until this returns.
+unsafe fn finish(dst: *mut Task, src: *mut Task, acct: &bindings::thread_handoff_acct) -> c_int {
+    // SAFETY: Per the function's contract, each step's requirements hold.
+    unsafe {
+        let leader = move_tid(dst, src);
+        move_user_pointers(dst, src);
+        move_creds(dst, src);
+        move_attributes(dst, src);
+        move_mempolicy(dst, src);
+        move_cgroup(dst, src);
+        move_ioprio(dst, src);
+        acct_add(dst, acct);
+        move_sched(dst, src);
+        move_affinity(dst, src);
+        move_comm(dst, src);
+        bindings::arch_thread_handoff_finish(src, leader)
+    }
+}
+
+/// Returns whether the identity of `src`, which must be `current`, may be handed off.
+///
+/// # Safety
+///
+/// `src` must be `current`.
+#[export]
+pub unsafe extern "C" fn thread_handoff_allowed(src: *mut Task) -> bool {
+    // SAFETY: Per the contract, `src` is `current`.
+    unsafe { vet_source(src) }.is_ok()
+}
+
+/// Returns whether `dst` can take over the identity of `src`, which must be `current`.
+///
+/// # Safety
+///
+/// `src` must be `current`, `dst` a valid task.
+#[export]
+pub unsafe extern "C" fn thread_handoff_compatible(src: *mut Task, dst: *mut Task) -> bool {
+    // SAFETY: Per the contract.
+    unsafe { vet_destination(src, dst) }.is_ok()
+}
+
+/// Prepares `current` for the handoff right before it blocks.
+///
+/// # Safety
+///
+/// Must be called by the source after it was vetted, from the pre-sleep hook.
+#[export]
+pub unsafe extern "C" fn thread_handoff_prepare() -> bool {
+    // SAFETY: `get_current()` is always valid.
+    let t = unsafe { bindings::get_current() };
+    // SAFETY: `t` is `current`.
+    unsafe { vet_pinned_state(t) }.is_ok()
+        // SAFETY: Called on `current` right before it blocks.
+        && unsafe { bindings::arch_thread_handoff_prepare() }
+}
+
+/// Takes the per-thread accounting off `current`.
+///
+/// # Safety
+///
+/// `acct` must be valid for writes.
+#[export]
+pub unsafe extern "C" fn thread_handoff_acct_take(acct: *mut bindings::thread_handoff_acct) {
+    // SAFETY: Per the contract; `get_current()` is `current`.
+    unsafe { acct_take(bindings::get_current(), &mut *acct) }
+}
+
+/// Adds `acct` to the per-thread accounting of `dst`.
+///
+/// # Safety
+///
+/// `dst` must be `current` and `acct` valid for reads.
+#[export]
+pub unsafe extern "C" fn thread_handoff_acct_add(
+    dst: *mut Task,
+    acct: *const bindings::thread_handoff_acct,
+) {
+    // SAFETY: Per the contract.
+    unsafe { acct_add(dst, &*acct) }
+}
+
+/// Makes `current` run with the credentials of `src` before the rest of the identity moves.
+///
+/// # Safety
+///
+/// `src` must be a blocked task of `current`'s thread group that passed the vetting.
+#[export]
+pub unsafe extern "C" fn thread_handoff_adopt_creds(src: *mut Task) {
+    // SAFETY: Per the contract.
+    unsafe { move_creds(bindings::get_current(), src) }
+}
+
+/// Moves the identity of `src` to `current`, adding `acct` to its accounting.
+///
+/// # Safety
+///
+/// See [`finish`]; `acct` must be valid for reads.
+#[export]
+pub unsafe extern "C" fn thread_handoff_finish(
+    src: *mut Task,
+    acct: *const bindings::thread_handoff_acct,
+) -> c_int {
+    // SAFETY: Per the contract.
+    unsafe { finish(bindings::get_current(), src, &*acct) }
+}
+
+#[cfg(CONFIG_THREAD_HANDOFF_KUNIT_TEST)]
+#[kunit_tests(thread_handoff)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn kernel_thread_is_refused() {
+        // SAFETY: KUnit runs the test in a kernel thread; `get_current()` is `current`.
+        let me = unsafe { bindings::get_current() };
+        // SAFETY: `me` is `current`.
+        assert_eq!(unsafe { vet_source(me) }, Err(Refusal::NotUserTask));
+        // SAFETY: As above.
+        assert!(!unsafe { thread_handoff_allowed(me) });
+    }
+
+    #[test]
+    fn other_thread_group_is_refused() {
+        // SAFETY: `init_task` is static and valid; the test thread is `current`.
+        let (me, idle) = unsafe { (bindings::get_current(), addr_of_mut!(bindings::init_task)) };
+        // SAFETY: As above.
+        assert_eq!(
+            unsafe { vet_destination(me, idle) },
+            Err(Refusal::OtherGroup)
+        );
+    }
+
+    #[test]
+    fn counters_add_and_wrap() {
+        let mut a = Counters {
+            min_flt: 3,
+            maj_flt: 1,
+            nvcsw: 10,
+            nivcsw: usize::MAX,
+        };
+        let b = Counters {
+            min_flt: 4,
+            maj_flt: 0,
+            nvcsw: 5,
+            nivcsw: 2,
+        };
+        a.add(&b);
+        assert_eq!(
+            a,
+            Counters {
+                min_flt: 7,
+                maj_flt: 1,
+                nvcsw: 15,
+                nivcsw: 1
+            }
+        );
+        let mut t = Times {
+            utime: 100,
+            stime: u64::MAX,
+            gtime: 0,
+        };
+        t.add(&Times {
+            utime: 1,
+            stime: 1,
+            gtime: 7,
+        });
+        assert_eq!(
+            t,
+            Times {
+                utime: 101,
+                stime: 0,
+                gtime: 7
+            }
+        );
+    }
+
+    #[test]
+    fn accounting_moves_and_stays_monotonic() {
+        // SAFETY: The test thread is `current`.
+        let me = unsafe { bindings::get_current() };
+        // SAFETY: `me` is `current`; the counters are only written by the task itself.
+        let before = unsafe { ((*me).nvcsw, (*me).min_flt, (*me).se.sum_exec_runtime) };
+        // SAFETY: A zeroed accounting record is valid.
+        let mut acct: bindings::thread_handoff_acct = unsafe { core::mem::zeroed() };
+        // SAFETY: `me` is `current`.
+        unsafe { acct_take(me, &mut acct) };
+        // SAFETY: As above.
+        assert_eq!(unsafe { ((*me).nvcsw, (*me).min_flt) }, (0, 0));
+        assert!(acct.nvcsw >= before.0 && acct.min_flt >= before.1);
+        assert!(acct.exec_runtime >= before.2);
+        // SAFETY: `me` is `current`; give everything back.
+        unsafe { acct_add(me, &acct) };
+        // SAFETY: As above.
+        let after = unsafe { ((*me).nvcsw, (*me).min_flt, (*me).se.sum_exec_runtime) };
+        assert!(after.0 >= before.0 && after.1 >= before.1 && after.2 >= before.2);
+    }
+
+    /// Reads the reference count of a credential.
+    ///
+    /// # Safety
+    ///
+    /// `c` must be a live credential.
+    unsafe fn usage(c: *const bindings::cred) -> i64 {
+        // SAFETY: `c` is live; a plain snapshot of the counter, as atomic_long_read().
+        unsafe { ptr::read_volatile(addr_of!((*c).usage.counter)) }
+    }
+
+    #[test]
+    fn credential_references_balance() -> Result {
+        // SAFETY: The test thread is `current`; prepare_creds() returns a new reference.
+        let (me, new) = unsafe { (bindings::get_current(), bindings::prepare_creds()) };
+        assert!(!new.is_null());
+        // SAFETY: `me` is `current`.
+        let old = unsafe { (*me).real_cred };
+        // SAFETY: `old` is live; the extra reference keeps it alive while `me` does not hold it.
+        unsafe { bindings::get_cred(old) };
+        // SAFETY: Both credentials are referenced.
+        let (old_before, new_before) = unsafe { (usage(old), usage(new)) };
+
+        // A fake source carrying `new`: move_creds() only reads its `real_cred`.
+        let mut src = KBox::<Task>::new_uninit(GFP_KERNEL)?;
+        // SAFETY: An all-zero `task_struct` is a valid value of the type; it is never used as a
+        // real task.
+        let mut src = unsafe {
+            ptr::write_bytes(src.as_mut_ptr(), 0, 1);
+            src.assume_init()
+        };
+        src.real_cred = new;
+        // SAFETY: `me` is `current` and `src` only provides `real_cred`.
+        unsafe { move_creds(me, &mut *src) };
+        // SAFETY: `me` is `current`; both credentials are referenced.
+        unsafe {
+            assert!(ptr::eq((*me).cred, new));
+            assert_eq!(usage(new), new_before + 2);
+            assert_eq!(usage(old), old_before - 2);
+        }
+
+        // Move back, with `old` as the source's creds.
+        src.real_cred = old;
+        // SAFETY: `me` is `current` and `src` only provides `real_cred`, which `new`'s two
+        // references from `me` keep alive until they are dropped inside.
+        unsafe { move_creds(me, &mut *src) };
+        // SAFETY: `me` is `current`; both credentials are referenced.
+        unsafe {
+            assert!(ptr::eq((*me).real_cred, old));
+            assert_eq!(usage(old), old_before);
+            assert_eq!(usage(new), new_before);
+        }
+        // SAFETY: Drops the extra reference on `old` and the one prepare_creds() returned.
+        unsafe {
+            bindings::put_cred(old);
+            bindings::abort_creds(new);
+        }
+        Ok(())
+    }
+}
