@@ -4,7 +4,7 @@ SHELL := /bin/bash
 S := scripts
 
 .PHONY: all run test setup fetch assemble tree build userspace vm series export \
-	baseline test-quick clean-build help
+	baseline test-quick clean-build build-arm64 help
 all: run
 
 help:
@@ -51,3 +51,7 @@ clean-build:
 baseline: fetch
 	@$(S)/assemble.sh
 	@$(S)/baseline.sh
+
+# arm64 cross build of the series (build check; allnoconfig + configs/arm64.config)
+build-arm64: assemble
+	@ARCH=arm64 KCONFIG=arm64 $(S)/build.sh

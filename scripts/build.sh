@@ -6,8 +6,15 @@ set -euo pipefail
 
 KCONFIG=${KCONFIG:-test}
 ARCH=${ARCH:-x86_64}
-frag=$REPO/configs/$KCONFIG.config
-[ -f "$frag" ] || die "unknown KCONFIG '$KCONFIG' (no configs/$KCONFIG.config)"
+if [ "$ARCH" = x86_64 ]; then
+	frag=$REPO/configs/$KCONFIG.config
+	frags=("$REPO/configs/common.config" "$frag")
+else
+	# arm64 is a build check: a small allnoconfig-based kernel with the series on
+	frag=$REPO/configs/$ARCH.config
+	frags=("$frag")
+fi
+[ -f "$frag" ] || die "unknown KCONFIG '$KCONFIG' (no ${frag#"$REPO"/})"
 B=$(build_dir)
 mkdir -p "$B"
 for t in gcc:gcc make:make flex:flex bison:bison bc:bc pahole:dwarves cpio:cpio \
@@ -26,23 +33,26 @@ MK=(make -C "$WORK" O="$B" -j"$(nproc)" RUSTC=/usr/bin/rustc RUSTDOC=/usr/bin/ru
 [ "$ARCH" = x86_64 ] || MK+=(ARCH=arm64 CROSS_COMPILE=aarch64-linux-gnu-)
 
 # --- configuration, regenerated when a fragment changes ---------------------------------
-frags=("$REPO/configs/common.config" "$frag")
 hash=$(cat "${frags[@]}" | sha256sum | cut -c1-16)
 if [ ! -f "$B/.config" ] || [ "$(cat "$B/.iou-config-hash" 2>/dev/null)" != "$hash" ]; then
 	info "configuring $B ($KCONFIG)"
-	if [ "$ARCH" = x86_64 ]; then defc=x86_64_defconfig; varch=x86_64; else defc=defconfig; varch=arm64; fi
 	"${MK[@]}" -s rustavailable >/dev/null || die "Rust is not available for the kernel build ('make rustavailable' failed); run 'make setup'"
-	virtme-configkernel --arch "$varch" --dry-run > "$B/virtme.config" 2>/dev/null || \
-		die "virtme-configkernel failed: run 'make setup' (virtme-ng)"
-	"${MK[@]}" -s "$defc" >/dev/null
+	extra=()
+	if [ "$ARCH" = x86_64 ]; then
+		virtme-configkernel --arch x86_64 --dry-run > "$B/virtme.config" 2>/dev/null || \
+			die "virtme-configkernel failed: run 'make setup' (virtme-ng)"
+		extra=("$B/virtme.config")
+		"${MK[@]}" -s x86_64_defconfig >/dev/null
+	else
+		"${MK[@]}" -s allnoconfig >/dev/null
+	fi
 	(cd "$WORK" && KCONFIG_CONFIG="$B/.config" scripts/kconfig/merge_config.sh -m -O "$B" \
-		"$B/.config" "$B/virtme.config" "${frags[@]}" >"$B/merge.log" 2>&1) || die "merge_config failed, see $B/merge.log"
+		"$B/.config" "${extra[@]}" "${frags[@]}" >"$B/merge.log" 2>&1) || die "merge_config failed, see $B/merge.log"
 	"${MK[@]}" -s olddefconfig >/dev/null
 	# every option a fragment asks for must survive olddefconfig
 	missing=$(cat "${frags[@]}" | grep -E '^CONFIG_[A-Z0-9_]+=' | grep -v '=n$' | while read -r l; do
 		grep -qxF "$l" "$B/.config" || echo "$l"; done)
-	# arch-specific options may legitimately be absent on arm64
-	[ -z "$missing" ] || [ "$ARCH" != x86_64 ] || die "config options requested but not set (missing dependencies?):
+	[ -z "$missing" ] || die "config options requested but not set (missing dependencies?):
 $missing"
 	echo "$hash" > "$B/.iou-config-hash"
 fi
