@@ -4,7 +4,7 @@ SHELL := /bin/bash
 S := scripts
 
 .PHONY: all run test setup fetch assemble tree build userspace vm series export \
-	baseline test-quick clean-build build-arm64 help
+	baseline test-quick clean-build build-arm64 bisect-build help
 all: run
 
 help:
@@ -55,3 +55,7 @@ baseline: fetch
 # arm64 cross build of the series (build check; allnoconfig + configs/arm64.config)
 build-arm64: assemble
 	@ARCH=arm64 KCONFIG=arm64 $(S)/build.sh
+
+# build each series patch on its own (FROM=n to start at patch n)
+bisect-build: assemble
+	@$(S)/bisect-build.sh

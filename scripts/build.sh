@@ -52,8 +52,11 @@ if [ ! -f "$B/.config" ] || [ "$(cat "$B/.iou-config-hash" 2>/dev/null)" != "$ha
 	# every option a fragment asks for must survive olddefconfig
 	missing=$(cat "${frags[@]}" | grep -E '^CONFIG_[A-Z0-9_]+=' | grep -v '=n$' | while read -r l; do
 		grep -qxF "$l" "$B/.config" || echo "$l"; done)
-	[ -z "$missing" ] || die "config options requested but not set (missing dependencies?):
+	if [ -n "$missing" ]; then
+		[ -n "${ALLOW_MISSING_CONFIG:-}" ] || die "config options requested but not set (missing dependencies?):
 $missing"
+		warn "config options not available at this commit: $(echo $missing)"
+	fi
 	echo "$hash" > "$B/.iou-config-hash"
 fi
 

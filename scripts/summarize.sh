@@ -39,7 +39,7 @@ for f in "$RUN"/kselftest.*.tap; do
 	pass=$(grep -cE '^ok [0-9]+ ' "$f" | tr -d ' ')
 	skip=$(grep -cE '^ok [0-9]+ .*# SKIP' "$f" | tr -d ' ')
 	nfail=$(grep -cE '^not ok [0-9]+ ' "$f" | tr -d ' ')
-	cases=$(grep -E '^# # Totals:|^# Totals:' "$f" | sed 's/.*Totals: //' | awk -F'[ :]+' \
+	cases=$(grep -E '^# # Totals:' "$f" | sed 's/.*Totals: //' | awk -F'[ :]+' \
 		'{for (i=1;i<NF;i+=2) s[$i]+=$(i+1)} END {printf "pass %d, fail %d, skip %d", s["pass"], s["fail"], s["skip"]}')
 	echo "kselftest:  handoff=$p: programs passed $((pass - skip)), failed $nfail, skipped $skip; cases: ${cases:-none}"
 	[ "$nfail" = 0 ] || { grep -E '^not ok' "$f"; bad "kselftest failures (handoff=$p)"; }
