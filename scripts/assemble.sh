@@ -67,7 +67,7 @@ if [ -f "$SERIES" ]; then
 		n=$((n + 1))
 		p=$REPO/patches/$pfile
 		[ -f "$p" ] || die "patches/series line $n: patch file patches/$pfile not found"
-		git mailinfo -k "$tmp/msg" "$tmp/diff" < "$p" > "$tmp/info" || die "patches/$pfile: not a mail-format patch"
+		git mailinfo "$tmp/msg" "$tmp/diff" < "$p" > "$tmp/info" || die "patches/$pfile: not a mail-format patch"
 		subject=$(sed -n 's/^Subject: //p' "$tmp/info")
 		[ -n "$subject" ] || die "patches/$pfile: no Subject line"
 		if [ -s "$tmp/diff" ]; then

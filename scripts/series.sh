@@ -14,7 +14,10 @@ rm -rf "$SERIES_OUT.tmp"; mkdir -p "$SERIES_OUT.tmp"
 
 cover=$REPO/patches/cover-letter.txt
 subject=$(head -n1 "$cover")
-g -c core.abbrev=12 format-patch -q --cover-letter --thread --zero-commit --no-signature \
+# The person sending the series certifies it (DCO): their git identity signs off.
+g -c core.abbrev=12 -c user.name="$(git -C "$REPO" config user.name)" \
+	-c user.email="$(git -C "$REPO" config user.email)" \
+	format-patch -q --signoff --cover-letter --thread --zero-commit --no-signature \
 	--subject-prefix="RFC PATCH" -o "$SERIES_OUT.tmp" base..series
 cl=$(ls "$SERIES_OUT.tmp"/0000-cover-letter.patch)
 python3 - "$cl" "$subject" "$cover" "$ver" <<'PY'
