@@ -18,7 +18,7 @@ fi
 B=$(build_dir)
 mkdir -p "$B"
 for t in gcc:gcc make:make flex:flex bison:bison bc:bc pahole:dwarves cpio:cpio \
-	 /usr/bin/rustc:rustc-web bindgen:"bindgen-cli (cargo, see 'make setup')" ccache:ccache; do
+	 /usr/bin/rustc:rustc-web bindgen:"cargo:bindgen-cli $BINDGEN_VERSION" ccache:ccache; do
 	need_tool "${t%%:*}" "${t#*:}"
 done
 [ -d /usr/lib/rustlib/src/rust/library ] || die "rust-src missing: install the Debian package 'rust-web-src'"

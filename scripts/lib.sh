@@ -25,9 +25,15 @@ need_root_or_sudo() {
 	else die "root or sudo is needed to install packages"; fi
 }
 
-# need_tool TOOL PACKAGE: fail with the package name when TOOL is missing
+# need_tool TOOL PACKAGE: fail with the package name when TOOL is missing.
+# PACKAGE is a Debian package name, or a description starting with "pip:"
+# or "cargo:" for tools that come from PyPI or crates.io.
 need_tool() {
-	command -v "$1" >/dev/null 2>&1 || die "'$1' not found: install the Debian package '$2' (or run 'make setup')"
+	command -v "$1" >/dev/null 2>&1 && return 0
+	case "$2" in
+	pip:*|cargo:*) die "'$1' not found: install ${2#*:} from ${2%%:*} (run 'make setup')" ;;
+	*) die "'$1' not found: install the Debian package '$2' (or run 'make setup')" ;;
+	esac
 }
 
 # Add $PIN_SUITE (binaries) with the machine's own Debian mirror, pinned to 50

@@ -19,7 +19,7 @@ while [ $# -gt 0 ]; do
 	shift
 done
 [ $# -gt 0 ] || die "usage: vm.sh [--disk] [--append OPTS] -- COMMAND"
-need_tool vng "virtme-ng (pip, see 'make setup')"
+need_tool vng "pip:virtme-ng $VNG_VERSION"
 need_tool qemu-system-x86_64 qemu-system-x86
 B=$(build_dir)
 [ -f "$B/arch/x86/boot/bzImage" ] || die "no kernel in $B: run 'make build' first"
