@@ -4,7 +4,7 @@ SHELL := /bin/bash
 S := scripts
 
 .PHONY: all run test setup fetch assemble tree build userspace vm series export \
-	baseline test-quick clean-build build-arm64 bisect-build help
+	baseline test-quick clean-build build-arm64 bisect-build rustcheck help
 all: run
 
 help:
@@ -59,3 +59,7 @@ build-arm64: assemble
 # build each series patch on its own (FROM=n to start at patch n)
 bisect-build: assemble
 	@$(S)/bisect-build.sh
+
+# rustfmt + clippy on the series' Rust
+rustcheck: build
+	@$(S)/rustcheck.sh

@@ -23,6 +23,9 @@ use kernel::{
 
 type Task = bindings::task_struct;
 
+/// Prefix of this crate's log messages, for the `pr_*!` macros.
+const __LOG_PREFIX: &[u8] = b"thread_handoff\0";
+
 /// `prctl()` driven process flags that follow the identity. `PF_MEMALLOC_NOIO` and friends stay:
 /// kernel code sets those too, for its own scopes.
 const MOVED_PF_FLAGS: c_uint = bindings::PF_MCE_PROCESS | bindings::PF_MCE_EARLY;
@@ -40,22 +43,28 @@ enum Refusal {
     /// The thread group is exiting.
     GroupExit,
     /// Per-task perf contexts are bound to the `task_struct`.
+    #[cfg(CONFIG_PERF_EVENTS)]
     PerfContext,
     /// PI futex ownership is bound to the `task_struct`.
+    #[cfg(CONFIG_FUTEX)]
     PiFutex,
     /// Syscall user dispatch is set up on this thread.
     UserDispatch,
     /// Only the fair class moves.
     RealTime,
     /// The core scheduling cookie is bound to the task.
+    #[cfg(CONFIG_SCHED_CORE)]
     CoreCookie,
     /// Coverage collection is per thread.
+    #[cfg(CONFIG_KCOV)]
     Kcov,
     /// Armed per-thread CPU timers would sample the wrong clock.
+    #[cfg(CONFIG_POSIX_TIMERS)]
     CpuTimers,
     /// The syscall never returns on this task, its audit record would be lost.
     Audit,
     /// Pending uretprobes keep their return addresses in this task.
+    #[cfg(CONFIG_UPROBES)]
     Uretprobe,
     /// A `vfork()` parent waits on this `task_struct`.
     VforkParent,
@@ -66,8 +75,10 @@ enum Refusal {
     /// The identity would gain `no_new_privs`.
     NoNewPrivs,
     /// A different seccomp mode or filter: the identity must not escape its filters.
+    #[cfg(CONFIG_SECCOMP)]
     Seccomp,
     /// A different SysV semaphore undo list.
+    #[cfg(CONFIG_SYSVIPC)]
     SysvSem,
     /// A different user namespace.
     UserNs,
@@ -225,7 +236,8 @@ unsafe fn vet_destination(src: *mut Task, dst: *mut Task) -> Result<(), Refusal>
 /// `head` must point to an initialised list head.
 unsafe fn list_empty(head: *const bindings::list_head) -> bool {
     // SAFETY: `head` is valid; the read is a plain snapshot, as in C.
-    ptr::eq(unsafe { ptr::read_volatile(addr_of!((*head).next)) }, head)
+    let next = unsafe { ptr::read_volatile(addr_of!((*head).next)) };
+    ptr::eq(next.cast_const(), head)
 }
 
 /// Per-thread counters that follow the tid.
@@ -382,7 +394,7 @@ unsafe fn move_creds(dst: *mut Task, src: *mut Task) {
         unsafe {
             bindings::inc_rlimit_ucounts(
                 (*new).ucounts,
-                bindings::ucount_type_UCOUNT_RLIMIT_NPROC,
+                bindings::rlimit_type_UCOUNT_RLIMIT_NPROC,
                 1,
             )
         };
@@ -398,7 +410,7 @@ unsafe fn move_creds(dst: *mut Task, src: *mut Task) {
         unsafe {
             bindings::dec_rlimit_ucounts(
                 (*old).ucounts,
-                bindings::ucount_type_UCOUNT_RLIMIT_NPROC,
+                bindings::rlimit_type_UCOUNT_RLIMIT_NPROC,
                 1,
             )
         };
@@ -675,7 +687,7 @@ unsafe fn move_ioprio(dst: *mut Task, src: *mut Task) {
         let prio = (*ioc).ioprio;
         let class = (u32::from(prio) >> bindings::IOPRIO_CLASS_SHIFT) & bindings::IOPRIO_CLASS_MASK;
         if class != IOPRIO_CLASS_NONE && bindings::set_task_ioprio(dst, prio.into()) != 0 {
-            pr_warn_once!("thread_handoff: cannot move the IO priority\n");
+            kernel::pr_warn_once!("cannot move the IO priority\n");
         }
     }
 }
@@ -695,7 +707,7 @@ unsafe fn move_cgroup(dst: *mut Task, src: *mut Task) {
         if !ptr::eq((*src).cgroups, (*dst).cgroups)
             && bindings::cgroup_attach_task_all(src, dst) != 0
         {
-            pr_warn_once!("thread_handoff: cannot move the cgroup placement\n");
+            kernel::pr_warn_once!("cannot move the cgroup placement\n");
         }
     }
 }
@@ -711,16 +723,12 @@ unsafe fn move_sched(dst: *mut Task, src: *mut Task) {
         let (s, d) = (&*src, &*dst);
         let reset = s.sched_reset_on_fork();
         let slice = s.se.custom_slice != 0;
-        let mut same = s.policy == d.policy
+        let same = s.policy == d.policy
             && bindings::task_nice(src) == bindings::task_nice(dst)
             && reset == d.sched_reset_on_fork()
             && s.se.custom_slice == d.se.custom_slice
-            && (!slice || s.se.slice == d.se.slice);
-        #[cfg(CONFIG_UCLAMP_TASK)]
-        for (sc, dc) in s.uclamp_req.iter().zip(d.uclamp_req.iter()) {
-            same &= sc.user_defined() == dc.user_defined()
-                && (sc.user_defined() == 0 || sc.value() == dc.value());
-        }
+            && (!slice || s.se.slice == d.se.slice)
+            && same_uclamp(s, d);
         if same {
             return;
         }
@@ -749,9 +757,26 @@ unsafe fn move_sched(dst: *mut Task, src: *mut Task) {
             }
         }
         if bindings::sched_setattr_nocheck(dst, &attr) != 0 {
-            pr_warn_once!("thread_handoff: cannot move the scheduling attributes\n");
+            kernel::pr_warn_once!("cannot move the scheduling attributes\n");
         }
     }
+}
+
+/// Returns whether the user requested utilization clamps of `s` and `d` are the same.
+#[cfg(CONFIG_UCLAMP_TASK)]
+fn same_uclamp(s: &Task, d: &Task) -> bool {
+    s.uclamp_req
+        .iter()
+        .zip(d.uclamp_req.iter())
+        .all(|(sc, dc)| {
+            sc.user_defined() == dc.user_defined()
+                && (sc.user_defined() == 0 || sc.value() == dc.value())
+        })
+}
+
+#[cfg(not(CONFIG_UCLAMP_TASK))]
+fn same_uclamp(_s: &Task, _d: &Task) -> bool {
+    true
 }
 
 /// Moves the user requested affinity; the effective mask derives from it.
@@ -765,10 +790,10 @@ unsafe fn move_affinity(dst: *mut Task, src: *mut Task) {
     unsafe {
         bindings::release_user_cpus_ptr(dst);
         if bindings::dup_user_cpus_ptr(dst, src, bindings::NUMA_NO_NODE) != 0 {
-            pr_warn_once!("thread_handoff: cannot copy the user affinity mask\n");
+            kernel::pr_warn_once!("cannot copy the user affinity mask\n");
         }
         if bindings::set_cpus_allowed_ptr(dst, (*src).cpus_ptr) != 0 {
-            pr_warn_once!("thread_handoff: cannot move the CPU affinity\n");
+            kernel::pr_warn_once!("cannot move the CPU affinity\n");
         }
     }
 }
@@ -843,9 +868,11 @@ pub unsafe extern "C" fn thread_handoff_prepare() -> bool {
     // SAFETY: `get_current()` is always valid.
     let t = unsafe { bindings::get_current() };
     // SAFETY: `t` is `current`.
-    unsafe { vet_pinned_state(t) }.is_ok()
-        // SAFETY: Called on `current` right before it blocks.
-        && unsafe { bindings::arch_thread_handoff_prepare() }
+    if unsafe { vet_pinned_state(t) }.is_err() {
+        return false;
+    }
+    // SAFETY: Called on `current` right before it blocks, as the hook requires.
+    unsafe { bindings::arch_thread_handoff_prepare() }
 }
 
 /// Takes the per-thread accounting off `current`.
