@@ -945,10 +945,8 @@ mod tests {
         // SAFETY: `init_task` is static and valid; the test thread is `current`.
         let (me, idle) = unsafe { (bindings::get_current(), addr_of_mut!(bindings::init_task)) };
         // SAFETY: As above.
-        assert_eq!(
-            unsafe { vet_destination(me, idle) },
-            Err(Refusal::OtherGroup)
-        );
+        let verdict = unsafe { vet_destination(me, idle) };
+        assert_eq!(verdict, Err(Refusal::OtherGroup));
     }
 
     #[test]
