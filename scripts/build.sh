@@ -30,7 +30,10 @@ MK=(make -C "$WORK" O="$B" -j"$(nproc)" RUSTC=/usr/bin/rustc RUSTDOC=/usr/bin/ru
     CC="ccache gcc"
     KBUILD_BUILD_VERSION="$(cat "$WORK/.iou-series-version" 2>/dev/null || echo 1)"
     KBUILD_BUILD_USER=iou KBUILD_BUILD_HOST=handoff LOCALVERSION=)
-[ "$ARCH" = x86_64 ] || MK+=(ARCH=arm64 CROSS_COMPILE=aarch64-linux-gnu-)
+if [ "$ARCH" != x86_64 ]; then
+	need_tool aarch64-linux-gnu-gcc gcc-aarch64-linux-gnu
+	MK+=(ARCH=arm64 CROSS_COMPILE=aarch64-linux-gnu- CC="ccache aarch64-linux-gnu-gcc")
+fi
 
 # --- configuration, regenerated when a fragment changes ---------------------------------
 hash=$(cat "${frags[@]}" | sha256sum | cut -c1-16)
