@@ -18,14 +18,18 @@ info "liburing: $(ls "$LU"/test/*.t | wc -l) test programs"
 # kselftests of the series, against the work tree's uapi headers
 B=$(build_dir)
 KS=${KSFT_DIR:-$CACHE/kselftest}
-if [ ! -d "$WORK/tools/testing/selftests/io_uring_handoff" ]; then
-	warn "no io_uring_handoff kselftests in $WORK (base tree?): skipped"
+targets=""
+for d in io_uring_handoff io_uring_ops; do
+	[ ! -d "$WORK/tools/testing/selftests/$d" ] || targets+=" $d"
+done
+if [ -z "$targets" ]; then
+	warn "none of the series' kselftests in $WORK (base tree?): skipped"
 	exit 0
 fi
 make -s -C "$WORK" O="$B" headers >/dev/null 2>&1 || die "make headers failed in $B"
 rm -rf "$KS.tmp"
 make -s -C "$WORK/tools/testing/selftests" O="$B/kselftest" KHDR_INCLUDES="-isystem $B/usr/include" \
-	TARGETS="io_uring_handoff" install INSTALL_PATH="$KS.tmp" > "$B/kselftest-build.log" 2>&1 || \
+	TARGETS="${targets# }" install INSTALL_PATH="$KS.tmp" > "$B/kselftest-build.log" 2>&1 || \
 	{ tail -20 "$B/kselftest-build.log"; die "kselftest build failed (see $B/kselftest-build.log)"; }
 rm -rf "$KS"; mv "$KS.tmp" "$KS"
 info "kselftests installed in $KS"
