@@ -34,8 +34,8 @@ test-quick: userspace
 	@LIBURING_TESTS="nop.t fsync.t statx.t openat2.t rename.t xattr.t splice.t fadvise.t" $(S)/test.sh
 
 vm: build
-	@test -n "$(CMD)" || { echo "usage: make vm CMD='command'" >&2; exit 2; }
-	@$(S)/vm.sh --disk -- '$(CMD)'
+	@test -n '$(subst ','\'',$(value CMD))' || { echo "usage: make vm CMD='command'" >&2; exit 2; }
+	@$(S)/vm.sh --disk -- '$(subst ','\'',$(value CMD))'
 
 series: assemble
 	@$(S)/series.sh
