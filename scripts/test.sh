@@ -20,6 +20,7 @@ args="KSFT=$KS LIBURING=$LIBURING"
 [ -z "${LIBURING_TESTS:-}" ] || args+=" LIBURING_TESTS='$LIBURING_TESTS'"
 [ -z "${PHASES:-}" ] || args+=" PHASES='$PHASES'"
 [ -z "${HANDOFF_PASSES:-}" ] || args+=" HANDOFF_PASSES='$HANDOFF_PASSES'"
+[ -z "${LIBURING_TIMEOUT:-}" ] || args+=" LIBURING_TIMEOUT='$LIBURING_TIMEOUT'"
 
 set +e
 VM_TIMEOUT=${TEST_TIMEOUT:-3600} bash "$REPO/scripts/vm.sh" --disk -- "$args bash $REPO/scripts/guest/test.sh"
