@@ -79,5 +79,8 @@ if [ "$nsplat" != 0 ]; then
 	bad "kernel splat in the guest (full console: $con)"
 fi
 
+nretry=$(ls "$RUN"/console.boot-failed-*.log 2>/dev/null | wc -l)
+[ "$nretry" = 0 ] || echo "boot:       $nretry boot(s) crashed before the tests started and were retried (TCG text-patching race); consoles: $RUN/console.boot-failed-*.log"
+
 if [ "$fail" = 0 ]; then echo "RESULT: PASS"; else echo "RESULT: FAIL"; fi
 exit "$fail"

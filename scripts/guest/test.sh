@@ -9,7 +9,7 @@
 # HANDOFF_PASSES (sysctl values to run liburing with, when the sysctl exists).
 RUN=$(pwd)
 PHASES=${PHASES:-kselftest liburing}
-T=${LIBURING_TIMEOUT:-120}
+T=${LIBURING_TIMEOUT:-60}
 log() { echo "[guest] $*"; }
 
 ip link set dev lo up 2>/dev/null
