@@ -60,7 +60,7 @@ for attempt in $(seq 1 "$attempts"); do
 	# a boot that hangs is reported, not retried
 	[ "$vrc" != 124 ] && [ "$vrc" != 137 ] || break
 	cp "$RUN/console.log" "$RUN/console.boot-failed-$attempt.log"
-	warn "boot $attempt did not reach the command (vng rc=$vrc): $(grep -m1 -E 'Oops|panic|BUG' "$RUN/console.log" || echo 'no panic line')"
+	warn "boot $attempt did not reach the command (vng rc=$vrc): $(grep -m1 -E 'Oops|Kernel panic|BUG:' "$RUN/console.log" || echo 'no panic line')"
 done
 [ -s "$RUN/live.log" ] || cat "$RUN/stdout" 2>/dev/null || true
 if [ ! -f "$RUN/status" ]; then
