@@ -7,7 +7,6 @@ set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 
 B=$(build_dir)
-BASELINE=$REPO/tests/liburing-baseline.txt
 RUN=$OUT/test/$(date +%Y%m%d-%H%M%S)
 mkdir -p "$RUN"
 export RUN
