@@ -4,7 +4,7 @@ SHELL := /bin/bash
 S := scripts
 
 .PHONY: all run test setup fetch assemble tree build userspace vm series export \
-	baseline test-quick clean-build build-arm64 bisect-build rustcheck help
+	baseline test-quick bench clean-build build-arm64 bisect-build rustcheck help
 all: run
 
 help:
@@ -32,6 +32,10 @@ test: userspace
 # quick: kselftests and a handful of liburing tests
 test-quick: userspace
 	@LIBURING_TESTS="nop.t fsync.t statx.t openat2.t rename.t xattr.t splice.t fadvise.t" $(S)/test.sh
+
+# benchmark: handoff sysctl 0 vs 1 in one boot (BENCH=full for the whole matrix)
+bench: userspace
+	@$(S)/bench.sh
 
 vm: build
 	@test -n '$(subst ','\'',$(value CMD))' || { echo "usage: make vm CMD='command'" >&2; exit 2; }

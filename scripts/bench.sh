@@ -1,0 +1,81 @@
+#!/usr/bin/env bash
+# 'make bench': boot the built kernel ($KCONFIG, default test) once and run
+# iou_bench (bench/iou_bench.c) with kernel.io_uring_handoff at 0 and at 1,
+# interleaved; then write bench.md and bench.svg into the run folder
+# ($OUT/bench/<time>/) and print the tables.
+# BENCH=full selects the full matrix; BENCH_CASES="op:fs:qd ..." any list;
+# BENCH_REPS (3), BENCH_SECS (2), HANDOFF_PASSES ("0 1"), BENCH_TIMEOUT (s).
+# Exit status: non-zero only on a tooling error (build, boot, hang, a failed
+# run, no report); the figures themselves never fail.
+set -euo pipefail
+. "$(dirname "$0")/lib.sh"
+
+# --- the case lists (op:fs:qd; sys-<op> is the synchronous loop, QD 1) -----------
+default_cases="nop:tmpfs:1 sys-fsync:tmpfs:1 fsync:tmpfs:1 sys-statx:tmpfs:1 statx:tmpfs:1"
+full_cases="nop:tmpfs:1 nop:ext4:1"
+for c in fsync:tmpfs fsync:ext4 statx:tmpfs statx:ext4 fadvise:ext4 renameat:tmpfs \
+	renameat:ext4 openat:tmpfs openat:ext4 splice:ext4; do
+	full_cases+=" sys-$c:1"
+	for qd in 1 8 32; do full_cases+=" $c:$qd"; done
+done
+case "${BENCH:-}" in
+'') cases=$default_cases ;;
+full) cases=$full_cases ;;
+*) die "BENCH='$BENCH': use BENCH=full, or BENCH_CASES='op:fs:qd ...'" ;;
+esac
+cases=${BENCH_CASES:-$cases}
+reps=${BENCH_REPS:-3}
+secs=${BENCH_SECS:-2}
+case "$reps" in ''|*[!0-9]*|0) die "BENCH_REPS='$reps': a positive number" ;; esac
+[[ "$secs" =~ ^[0-9]+(\.[0-9]+)?$ ]] || die "BENCH_SECS='$secs': seconds"
+
+# --- iou_bench, built on the host (the guest sees the host's / over 9p) ---------
+need_tool gcc gcc
+need_tool python3 python3
+SRC=$REPO/bench/iou_bench.c
+BIN=$CACHE/bench/iou_bench
+if [ ! -x "$BIN" ] || [ "$SRC" -nt "$BIN" ]; then
+	info "building $BIN"
+	mkdir -p "$CACHE/bench"
+	gcc -O2 -Wall -Wextra -o "$BIN.tmp" "$SRC" || die "iou_bench build failed"
+	mv "$BIN.tmp" "$BIN"
+fi
+
+B=$(build_dir)
+[ -f "$B/arch/x86/boot/bzImage" ] || die "no kernel in $B: run 'make build' first"
+RUN=$OUT/bench/$(date +%Y%m%d-%H%M%S)
+mkdir -p "$RUN"
+export RUN
+
+n=$(echo $cases | wc -w)
+npass=$(echo ${HANDOFF_PASSES:-0 1} | wc -w)
+# per run: the measured time, 0.2 s warmup, start-up and sync; plus the boot
+timeout_s=${BENCH_TIMEOUT:-$(awk -v n="$n" -v p="$npass" -v r="$reps" -v s="$secs" \
+	'BEGIN {printf "%d", n * p * r * (s + 4) + 300}')}
+info "bench: $n cases x $npass passes x $reps reps x ${secs}s (timeout ${timeout_s}s)"
+
+args="BENCH_BIN='$BIN' BENCH_CASES='$cases' BENCH_REPS='$reps' BENCH_SECS='$secs' BENCH_KCONFIG='${KCONFIG:-test}'"
+[ -z "${HANDOFF_PASSES:-}" ] || args+=" HANDOFF_PASSES='$HANDOFF_PASSES'"
+
+set +e
+VM_TIMEOUT=$timeout_s bash "$REPO/scripts/vm.sh" --disk -- "$args bash $REPO/scripts/guest/bench.sh"
+vmrc=$?
+set -e
+
+rc=0
+case "$vmrc" in
+0) ;;
+124) warn "guest hung (no completion within ${timeout_s}s): the report covers what finished"; rc=1 ;;
+*) warn "guest bench exited with status $vmrc (see $RUN/bench.errors, $RUN/console.log)"; rc=1 ;;
+esac
+echo
+if [ -s "$RUN/bench.results" ]; then
+	bash "$REPO/scripts/bench-report.sh" "$RUN" || rc=1
+	echo
+	info "report: $RUN/bench.md"
+	info "chart:  $RUN/bench.svg"
+else
+	warn "no results in $RUN/bench.results"
+	rc=1
+fi
+exit "$rc"
