@@ -1,0 +1,37 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * Inline issue with a thread identity handoff: the interface between the C
+ * io_uring core and io_uring/handoff.rs. Kept free of io_uring's private
+ * headers, as bindgen reads it for the Rust side.
+ */
+#ifndef IOU_HANDOFF_H
+#define IOU_HANDOFF_H
+
+#include <linux/io_uring_types.h>
+
+#ifdef CONFIG_THREAD_HANDOFF
+/* kernel.io_uring_handoff */
+extern int sysctl_io_uring_handoff;
+
+/* implemented in io_uring/handoff.rs */
+bool io_handoff_arm(struct io_kiocb *req, bool bound);
+bool io_handoff_disarm(void);
+int io_handoff_complete(struct io_kiocb *req, int ret);
+long io_uring_handoff_worker(void);
+void io_handoff_prime(struct io_uring_task *tctx, struct io_ring_ctx *ctx);
+void io_handoff_submit_end(void);
+void io_handoff_tw_moved(struct io_uring_task *tctx, struct task_struct *task);
+void io_handoff_refused(struct io_kiocb *req, enum io_handoff_refusal why);
+#endif
+
+/* implemented by the io_uring core, for handoff.rs */
+int io_submit_sqes(struct io_ring_ctx *ctx, unsigned int nr);
+unsigned int io_submit_sqes_abandon(struct io_ring_ctx *ctx);
+long io_uring_enter_finish(struct io_ring_ctx *ctx, long submitted,
+			   u32 min_complete, u32 flags,
+			   const void __user *argp, size_t argsz);
+void io_handoff_queue_iowq(struct io_kiocb *req);
+void io_req_task_complete(struct io_tw_req tw_req, io_tw_token_t tw);
+void io_req_task_queue_fail(struct io_kiocb *req, int ret);
+
+#endif

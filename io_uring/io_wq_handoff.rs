@@ -1,0 +1,156 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! io-wq side of the thread identity handoff: claiming an idle worker, and the spare policy.
+//!
+//! C header: [`io_uring/io-wq.h`](srctree/io_uring/io-wq.h)
+//!
+//! A task that blocks in an inline io_uring issue hands its identity to an idle worker of its
+//! io-wq, which returns to userspace in its place. Only a worker inside the idle sleep of the
+//! worker loop can take it (`IO_WORKER_F_IDLE_SLEEP`): one that is merely on the free list may be
+//! asleep anywhere, with state of its own. The claim is decided under the pool's `workers_lock`,
+//! which the worker also takes when it leaves the idle sleep (`io_wq_worker_idle_done()` in
+//! io-wq.c), so a worker is claimed at most once and always learns that it was.
+//!
+//! The claimer runs in the scheduler's pre-sleep hook: nothing here sleeps, allocates or panics.
+
+use core::{mem::offset_of, ptr};
+use kernel::{bindings, prelude::*};
+
+type Task = bindings::task_struct;
+type Worker = bindings::io_worker;
+type Acct = bindings::io_wq_acct;
+type Wq = bindings::io_wq;
+
+/// Idle workers kept ready as handoff targets, per pool of a ring's task.
+const SPARES: c_int = 2;
+
+/// Returns the bound or the unbound pool of `wq`.
+///
+/// # Safety
+///
+/// `wq` must point to a live `struct io_wq`.
+unsafe fn acct_of(wq: *mut Wq, bound: bool) -> *mut Acct {
+    let idx = if bound {
+        bindings::IO_WQ_ACCT_BOUND
+    } else {
+        bindings::IO_WQ_ACCT_UNBOUND
+    };
+    // SAFETY: `wq` is valid and `idx` is one of the two pool indices.
+    unsafe { ptr::addr_of_mut!((*wq).acct[idx as usize]) }
+}
+
+/// An `hlist_nulls` ends in an odd "nulls" marker rather than in NULL.
+fn is_a_nulls(node: *const bindings::hlist_nulls_node) -> bool {
+    (node as usize) & 1 != 0
+}
+
+/// Tests bit `nr` of a worker or pool flags word.
+///
+/// # Safety
+///
+/// `word` must point to a valid `unsigned long`.
+unsafe fn test_bit(nr: u32, word: *const c_ulong) -> bool {
+    // SAFETY: `word` is valid; test_bit() is an atomic read.
+    unsafe { bindings::test_bit(nr as c_ulong, word) }
+}
+
+/// Claims an idle sleeper of `acct` that can take the identity of `src`.
+///
+/// # Safety
+///
+/// `wq` must be live and `acct` one of its pools, `src` a valid task.
+unsafe fn claim_in(
+    wq: *mut Wq,
+    acct: *mut Acct,
+    func: bindings::io_wq_handoff_fn,
+    src: *mut Task,
+) -> *mut Task {
+    let mut found = ptr::null_mut();
+
+    // SAFETY: The lock is initialised with the pool; the free list and the worker fields used
+    // below are protected by it.
+    unsafe {
+        bindings::raw_spin_lock(ptr::addr_of_mut!((*acct).workers_lock));
+        if !test_bit(bindings::IO_WQ_BIT_EXIT, ptr::addr_of!((*wq).state)) {
+            let mut node = (*acct).free_list.first;
+            while !is_a_nulls(node) {
+                let worker = node
+                    .cast::<u8>()
+                    .sub(offset_of!(Worker, nulls_node))
+                    .cast::<Worker>();
+                node = (*node).next;
+
+                if !test_bit(
+                    bindings::IO_WORKER_F_IDLE_SLEEP,
+                    ptr::addr_of!((*worker).flags),
+                ) {
+                    continue;
+                }
+                let task = (*worker).task;
+                if !bindings::thread_handoff_compatible(src, task) {
+                    continue;
+                }
+                bindings::clear_bit(
+                    bindings::IO_WORKER_F_FREE as c_ulong,
+                    ptr::addr_of_mut!((*worker).flags),
+                );
+                bindings::hlist_nulls_del_init_rcu(ptr::addr_of_mut!((*worker).nulls_node));
+                (*worker).handoff_fn = func;
+                // Pairs with the acquire in `io_wq_worker_promoted()`.
+                bindings::atomic_set_release(
+                    ptr::addr_of_mut!((*worker).handoff),
+                    bindings::IO_WORKER_HANDOFF_PROMOTE as c_int,
+                );
+                found = task;
+                break;
+            }
+        }
+        bindings::raw_spin_unlock(ptr::addr_of_mut!((*acct).workers_lock));
+    }
+    found
+}
+
+/// Claims an idle worker of `wq` to take over the identity of `src`, preferring the pool the
+/// blocked request belongs to. The worker runs `func` instead of the worker loop once
+/// `io_wq_handoff_commit()` lets it go. Returns the worker's task, or NULL if none is idle.
+///
+/// # Safety
+///
+/// `wq` must be the live io-wq of `current`'s io_uring context, `src` a valid task whose
+/// identity is being handed off (`current`, or the task it came from).
+#[export]
+pub unsafe extern "C" fn io_wq_handoff_claim(
+    wq: *mut Wq,
+    bound: bool,
+    func: bindings::io_wq_handoff_fn,
+    src: *mut Task,
+) -> *mut Task {
+    for b in [bound, !bound] {
+        // SAFETY: Per the contract, `wq` is live.
+        let task = unsafe { claim_in(wq, acct_of(wq, b), func, src) };
+        if !task.is_null() {
+            return task;
+        }
+    }
+    ptr::null_mut()
+}
+
+/// Returns whether a worker of the `bound` pool of `wq` is idle and claimable. With `topup`, also
+/// starts a new worker when fewer than [`SPARES`] are idle; that may sleep.
+///
+/// # Safety
+///
+/// `wq` must be the live io-wq of `current`'s io_uring context.
+#[export]
+pub unsafe extern "C" fn io_wq_handoff_spare(wq: *mut Wq, bound: bool, topup: bool) -> bool {
+    // SAFETY: Per the contract, `wq` is live.
+    let acct = unsafe { acct_of(wq, bound) };
+    // SAFETY: `acct` is valid; a racy read is fine for a policy decision.
+    let idle = unsafe { bindings::atomic_read(ptr::addr_of!((*acct).nr_iosleep)) };
+    if topup && idle < SPARES {
+        // Creating a worker fails when the pool is at its limit: then there is nothing to do.
+        // SAFETY: `wq` and `acct` are valid, and the caller may sleep.
+        let _ = unsafe { bindings::io_wq_create_worker(wq, acct) };
+    }
+    idle > 0
+}
