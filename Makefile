@@ -33,7 +33,9 @@ test: userspace
 test-quick: userspace
 	@LIBURING_TESTS="nop.t fsync.t statx.t openat2.t rename.t xattr.t splice.t fadvise.t" $(S)/test.sh
 
-# benchmark: handoff sysctl 0 vs 1 in one boot (BENCH=full for the whole matrix)
+# benchmark: handoff sysctl 0 vs 1 in one boot (BENCH=full for the whole matrix),
+# on the kernel built without debug options unless KCONFIG says otherwise
+bench: export KCONFIG := $(or $(KCONFIG),bench)
 bench: userspace
 	@$(S)/bench.sh
 

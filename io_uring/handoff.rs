@@ -385,7 +385,9 @@ pub unsafe extern "C" fn io_uring_task_sleeping(tsk: *mut Task) {
         io_uring_handoff(req, dst);
 
         // Close our part of the batch and leave the ring to the promoted task.
-        ho.consumed = ho.consumed.wrapping_add(bindings::io_submit_sqes_abandon(ctx));
+        ho.consumed = ho
+            .consumed
+            .wrapping_add(bindings::io_submit_sqes_abandon(ctx));
         bindings::mutex_unlock(ptr::addr_of_mut!((*ctx).__bindgen_anon_2.uring_lock));
 
         move_tctx(tctx, tsk, dst);

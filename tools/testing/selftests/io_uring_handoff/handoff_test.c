@@ -583,6 +583,73 @@ TEST_F_TIMEOUT(handoff, blocking_fsync_hands_off, 90)
 	iou_exit(&r);
 }
 
+#define TRACEFS "/sys/kernel/tracing/"
+
+static int tracefs_write(const char *file, const char *val)
+{
+	int fd = open(file, O_WRONLY | O_TRUNC | O_CLOEXEC);
+	ssize_t n;
+
+	if (fd < 0)
+		return -errno;
+	n = write(fd, val, strlen(val));
+	close(fd);
+	return n < 0 ? -errno : 0;
+}
+
+/* @needle occurs in the trace buffer */
+static bool trace_has(const char *needle)
+{
+	char line[512];
+	bool found = false;
+	FILE *f = fopen(TRACEFS "trace", "re");
+
+	if (!f)
+		return false;
+	while (!found && fgets(line, sizeof(line), f))
+		found = strstr(line, needle) != NULL;
+	fclose(f);
+	return found;
+}
+
+/* A blocking fsync fires io_uring_handoff and io_uring_handoff_resume */
+TEST_F_TIMEOUT(handoff, handoff_tracepoints_fire, 90)
+{
+	static const char * const events[] = {
+		TRACEFS "events/io_uring/io_uring_handoff/enable",
+		TRACEFS "events/io_uring/io_uring_handoff_resume/enable",
+	};
+	static char buf[BLOCK_LEN];
+	struct iou r;
+	unsigned int i;
+	int fd, n;
+
+	if (access(events[0], W_OK))
+		SKIP(return, "no io_uring_handoff event in " TRACEFS);
+	fd = disk_setup(_metadata, &self->s, &r);
+	if (fd < 0)
+		return;
+
+	ASSERT_EQ(0, sysctl_write("1"));
+	warm_up(_metadata, &r, self->s.datafile, 0);
+	ASSERT_EQ(0, tracefs_write(TRACEFS "tracing_on", "0"));
+	ASSERT_EQ(0, tracefs_write(TRACEFS "trace", ""));
+	for (i = 0; i < ARRAY_SIZE(events); i++)
+		ASSERT_EQ(0, tracefs_write(events[i], "1"));
+	ASSERT_EQ(0, tracefs_write(TRACEFS "tracing_on", "1"));
+	n = blocking_fsyncs(_metadata, &r, fd, buf, BLOCK_TRIES, true);
+	tracefs_write(TRACEFS "tracing_on", "0");
+	for (i = 0; i < ARRAY_SIZE(events); i++)
+		tracefs_write(events[i], "0");
+	EXPECT_TRUE(trace_has("io_uring_handoff: "))
+		TH_LOG("no io_uring_handoff event in %d blocking fsyncs", n);
+	EXPECT_TRUE(trace_has("opcode FSYNC"));
+	EXPECT_TRUE(trace_has("io_uring_handoff_resume: "));
+	tracefs_write(TRACEFS "trace", "");
+	close(fd);
+	iou_exit(&r);
+}
+
 TEST_F_TIMEOUT(handoff, handoff_keeps_thread_state, 90)
 {
 	static char buf[BLOCK_LEN];
