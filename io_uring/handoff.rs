@@ -5,14 +5,15 @@
 //! C header: [`io_uring/handoff.h`](srctree/io_uring/handoff.h)
 //!
 //! `io_uring_enter()` issues a blockable request inline in blocking mode, with a handoff armed
-//! ([`io_handoff_arm`]): the submitter carries `PF_IO_HANDOFF` and runs with an io-wq worker's
-//! signal mask. If the issue sleeps, the scheduler calls [`io_uring_task_sleeping`], which hands
-//! the submitter's identity to an idle io-wq worker. That worker ([`io_handoff_resume`]) adopts
-//! the credentials, submits the rest of the batch, takes over the whole identity once at the end
-//! and returns from `io_uring_enter()` as the submitter. The submitter finishes the request as a
-//! worker ([`io_handoff_complete`]) and joins the pool. A promoted worker that blocks in turn
-//! becomes a worker again without ever having had the identity: only the task that ends the
-//! submission migrates it, from the original submitter, which stays parked until then.
+//! ([`io_handoff_arm`]): the submitter carries `PF_IO_HANDOFF`. If the issue sleeps, the scheduler
+//! calls [`io_uring_task_sleeping`], which blocks user signals for the rest of the issue, as an
+//! io-wq worker has them, and hands the submitter's identity to an idle io-wq worker. That worker
+//! ([`resume`]) adopts the credentials, submits the rest of the batch, takes over the whole
+//! identity once at the end and returns from `io_uring_enter()` as the submitter. The submitter
+//! finishes the request as a worker ([`io_handoff_complete`]) and joins the pool. A promoted
+//! worker that blocks in turn becomes a worker again without ever having had the identity: only
+//! the task that ends the submission migrates it, from the original submitter, which stays
+//! parked until then.
 
 use core::ptr;
 use kernel::{bindings, prelude::*};
@@ -96,6 +97,14 @@ fn current() -> *mut Task {
     unsafe { bindings::get_current() }
 }
 
+/// Tests thread flag `TIF_*` `bit` of `cur`, which must be `current`, as `test_thread_flag()`
+/// does: a `READ_ONCE()` of the flags word, which is only changed with atomic bit operations.
+fn test_thread_flag(cur: *mut Task, bit: u32) -> bool {
+    // SAFETY: `cur` is `current`, valid; the read is a plain snapshot, as in C.
+    let flags = unsafe { ptr::read_volatile(ptr::addr_of!((*cur).thread_info.flags)) };
+    flags & (1 << bit) != 0
+}
+
 /// Maps the restart codes, which must not reach userspace, to `-EINTR`.
 fn fixup_restart(res: c_int) -> c_int {
     const RESTART: [u32; 4] = [
@@ -111,12 +120,14 @@ fn fixup_restart(res: c_int) -> c_int {
     }
 }
 
-/// Blocks all signals but `SIGKILL` and `SIGSTOP` for a blocking issue, as io-wq workers run:
-/// a request must not fail with `-EINTR` because the submitter has a timer running.
+/// Blocks all signals but `SIGKILL` and `SIGSTOP` for a blocking issue that sleeps, as io-wq
+/// workers run: a request must not fail with `-EINTR` because the submitter has a timer running.
+/// Done when the issue first sleeps rather than when it is armed, so that issues that don't
+/// sleep, most of them, don't pay for it; until then nothing waits for a signal.
 ///
 /// # Safety
 ///
-/// `ho` must be `current`'s handoff state.
+/// `ho` must be `current`'s handoff state. Doesn't sleep: `siglock` is a spinning lock.
 unsafe fn block_signals(ho: &mut Handoff) {
     if ho.sigsaved {
         return;
@@ -159,12 +170,15 @@ unsafe fn restore_signals(ho: &mut Handoff) {
 /// `uring_lock` held. Pairs with [`io_handoff_disarm`].
 #[export]
 pub unsafe extern "C" fn io_handoff_arm(req: *mut Req, bound: bool) -> bool {
-    let cur = current();
-    // SAFETY: The submitter has an io_uring context; only it touches its handoff state here.
+    // SAFETY: `req` was initialised by its submitter, `current`, with its io_uring context, which
+    // only the submitter touches here.
     let (tctx, ho) = unsafe {
-        let tctx = (*cur).io_uring;
+        let tctx = (*req).tctx;
         (tctx, &mut (*tctx).handoff)
     };
+    // The context's task is the submitter: no need to look `current` up.
+    // SAFETY: As above.
+    let cur = unsafe { (*tctx).task };
 
     if !ho.in_enter {
         // Not from io_uring_enter(): there is no syscall to resume.
@@ -187,8 +201,7 @@ pub unsafe extern "C" fn io_handoff_arm(req: *mut Req, bound: bool) -> bool {
         return false;
     }
     // A pending signal would interrupt the blocking issue right away.
-    // SAFETY: `cur` is valid.
-    if unsafe { bindings::task_sigpending(cur) } != 0 {
+    if test_thread_flag(cur, bindings::TIF_SIGPENDING) {
         // SAFETY: Per the contract.
         unsafe { refuse(req, bindings::io_handoff_refusal_IO_HANDOFF_R_SIGNAL) };
         return false;
@@ -196,12 +209,11 @@ pub unsafe extern "C" fn io_handoff_arm(req: *mut Req, bound: bool) -> bool {
 
     ho.req = req;
     ho.bound = bound;
-    // SAFETY: `ho` is current's; `cur` only changes its own flags.
+    // SAFETY: `cur` only changes its own flags.
     unsafe {
-        block_signals(ho);
         (*cur).flags |= bindings::PF_IO_HANDOFF;
         // Queued task_work would interrupt the sleep too: io_handoff_disarm() notifies it again.
-        if bindings::test_thread_flag(bindings::TIF_NOTIFY_SIGNAL as c_int) {
+        if test_thread_flag(cur, bindings::TIF_NOTIFY_SIGNAL) {
             bindings::clear_notify_signal();
         }
         let stats = ptr::addr_of_mut!((*(*req).ctx).handoff_stats);
@@ -225,7 +237,8 @@ pub unsafe extern "C" fn io_handoff_disarm() -> bool {
         (*cur).flags &= !bindings::PF_IO_HANDOFF;
         // Pairs with the barrier in io_wq_task_work_add(): notify work it didn't.
         bindings::mb();
-        if bindings::task_work_pending(cur) {
+        // task_work_pending()
+        if !ptr::read_volatile(ptr::addr_of!((*cur).task_works)).is_null() {
             bindings::set_notify_signal(cur);
         }
         if (*cur).flags & bindings::PF_IO_WORKER != 0 {
@@ -355,6 +368,11 @@ pub unsafe extern "C" fn io_uring_task_sleeping(tsk: *mut Task) {
             return;
         }
         let ctx: *mut Ctx = (*req).ctx;
+
+        // Whether it hands off or sleeps in place, the issue goes on without user signals.
+        if ho.src.is_null() {
+            block_signals(ho);
+        }
 
         // The issue path relies on ring state it holds under uring_lock.
         if (*ctx).__bindgen_anon_2.submit_lock_depth != 0 {

@@ -145,8 +145,8 @@ pub unsafe extern "C" fn io_wq_handoff_claim(
 pub unsafe extern "C" fn io_wq_handoff_spare(wq: *mut Wq, bound: bool, topup: bool) -> bool {
     // SAFETY: Per the contract, `wq` is live.
     let acct = unsafe { acct_of(wq, bound) };
-    // SAFETY: `acct` is valid; a racy read is fine for a policy decision.
-    let idle = unsafe { bindings::atomic_read(ptr::addr_of!((*acct).nr_iosleep)) };
+    // SAFETY: `acct` is valid; `atomic_read()`, a racy snapshot, is fine for a policy decision.
+    let idle = unsafe { ptr::read_volatile(ptr::addr_of!((*acct).nr_iosleep.counter)) };
     if topup && idle < SPARES {
         // Creating a worker fails when the pool is at its limit: then there is nothing to do.
         // SAFETY: `wq` and `acct` are valid, and the caller may sleep.

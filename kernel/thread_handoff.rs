@@ -112,8 +112,9 @@ unsafe fn vet_source(t: *mut Task) -> Result<(), Refusal> {
     if unsafe { bindings::task_syscall_user_dispatch(t) } {
         return Err(Refusal::UserDispatch);
     }
+    // rt_or_dl_task(), on the hot path of every inline io_uring issue.
     // SAFETY: `t` is valid.
-    if unsafe { bindings::rt_or_dl_task(t) } {
+    if unsafe { (*t).prio } < bindings::MAX_RT_PRIO as c_int {
         return Err(Refusal::RealTime);
     }
     #[cfg(CONFIG_SCHED_CORE)]

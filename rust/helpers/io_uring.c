@@ -33,16 +33,6 @@ rust_helper_io_submit_flush_completions(struct io_ring_ctx *ctx)
 }
 #endif
 
-__rust_helper int rust_helper_task_sigpending(struct task_struct *p)
-{
-	return task_sigpending(p);
-}
-
-__rust_helper bool rust_helper_test_thread_flag(int flag)
-{
-	return test_thread_flag(flag);
-}
-
 __rust_helper void rust_helper_set_notify_signal(struct task_struct *task)
 {
 	set_notify_signal(task);
@@ -51,11 +41,6 @@ __rust_helper void rust_helper_set_notify_signal(struct task_struct *task)
 __rust_helper void rust_helper_clear_notify_signal(void)
 {
 	clear_notify_signal();
-}
-
-__rust_helper bool rust_helper_task_work_pending(struct task_struct *task)
-{
-	return task_work_pending(task);
 }
 
 __rust_helper void rust_helper_refcount_add(int i, refcount_t *r)

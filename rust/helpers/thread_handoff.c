@@ -20,11 +20,6 @@ __rust_helper bool rust_helper_audit_dummy_context(void)
 	return audit_dummy_context();
 }
 
-__rust_helper bool rust_helper_rt_or_dl_task(struct task_struct *p)
-{
-	return rt_or_dl_task(p);
-}
-
 __rust_helper int rust_helper_task_nice(const struct task_struct *p)
 {
 	return task_nice(p);
