@@ -86,6 +86,27 @@ enum Refusal {
     Arch,
 }
 
+/// Returns whether syscall user dispatch is set up on `t`, `test_task_syscall_work(t,
+/// SYSCALL_USER_DISPATCH)`: a read of its syscall work flags, on the hot path of every inline
+/// io_uring issue.
+///
+/// # Safety
+///
+/// `t` must be a valid task.
+#[cfg(CONFIG_GENERIC_ENTRY)]
+unsafe fn syscall_user_dispatch(t: *mut Task) -> bool {
+    // SAFETY: `t` is valid; the flags word is only changed with atomic bit operations, the read
+    // is a plain snapshot, as in C.
+    let work = unsafe { ptr::read_volatile(addr_of!((*t).thread_info.syscall_work)) };
+    work & (1 << bindings::syscall_work_bit_SYSCALL_WORK_BIT_SYSCALL_USER_DISPATCH) != 0
+}
+
+/// Without the generic entry code there is no syscall user dispatch.
+#[cfg(not(CONFIG_GENERIC_ENTRY))]
+unsafe fn syscall_user_dispatch(_t: *mut Task) -> bool {
+    false
+}
+
 /// Vets the source, `current`, which is about to block.
 ///
 /// # Safety
@@ -109,7 +130,7 @@ unsafe fn vet_source(t: *mut Task) -> Result<(), Refusal> {
     // SAFETY: `t` is valid.
     unsafe { vet_pinned_state(t) }?;
     // SAFETY: `t` is valid.
-    if unsafe { bindings::task_syscall_user_dispatch(t) } {
+    if unsafe { syscall_user_dispatch(t) } {
         return Err(Refusal::UserDispatch);
     }
     // rt_or_dl_task(), on the hot path of every inline io_uring issue.
@@ -195,7 +216,7 @@ unsafe fn vet_destination(src: *mut Task, dst: *mut Task) -> Result<(), Refusal>
         return Err(Refusal::OtherGroup);
     }
     // SAFETY: `dst` is valid.
-    if unsafe { bindings::task_syscall_user_dispatch(dst) } {
+    if unsafe { syscall_user_dispatch(dst) } {
         return Err(Refusal::UserDispatch);
     }
     if s.mm != d.mm || s.files != d.files || s.fs != d.fs || s.nsproxy != d.nsproxy {

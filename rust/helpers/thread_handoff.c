@@ -35,16 +35,6 @@ __rust_helper void rust_helper_task_set_no_new_privs(struct task_struct *p)
 	task_set_no_new_privs(p);
 }
 
-/* test_task_syscall_work() pastes its argument into a bit name */
-__rust_helper bool rust_helper_task_syscall_user_dispatch(struct task_struct *p)
-{
-#ifdef CONFIG_GENERIC_ENTRY
-	return test_task_syscall_work(p, SYSCALL_USER_DISPATCH);
-#else
-	return false;
-#endif
-}
-
 __rust_helper void rust_helper_task_lock(struct task_struct *p)
 {
 	task_lock(p);
