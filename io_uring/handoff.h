@@ -18,7 +18,6 @@ bool io_handoff_arm(struct io_kiocb *req, bool bound);
 bool io_handoff_disarm(void);
 int io_handoff_complete(struct io_kiocb *req, int ret);
 long io_uring_handoff_worker(void);
-void io_handoff_prime(struct io_uring_task *tctx, struct io_ring_ctx *ctx);
 void io_handoff_submit_end(void);
 void io_handoff_tw_moved(struct io_uring_task *tctx, struct task_struct *task);
 void io_handoff_refused(struct io_kiocb *req, enum io_handoff_refusal why);

@@ -194,8 +194,11 @@ pub unsafe extern "C" fn io_handoff_arm(req: *mut Req, bound: bool) -> bool {
         unsafe { refuse(req, bindings::io_handoff_refusal_IO_HANDOFF_R_TASK) };
         return false;
     }
-    // SAFETY: The io-wq of the context is live while the submitter uses it.
-    if !unsafe { bindings::io_wq_handoff_spare((*tctx).io_wq, bound, false) } {
+    // No idle worker to take over: issue it the old way, and start one for next time. That is
+    // how a task gets its first spare, only once it issues blockable requests.
+    // SAFETY: The io-wq of the context is live while the submitter uses it, and the submission
+    // path may sleep.
+    if !unsafe { bindings::io_wq_handoff_spare((*tctx).io_wq, bound, true) } {
         // SAFETY: Per the contract.
         unsafe { refuse(req, bindings::io_handoff_refusal_IO_HANDOFF_R_SPARE) };
         return false;
@@ -553,28 +556,5 @@ pub unsafe extern "C" fn io_uring_handoff_worker() -> c_long {
         if ret != HANDED_OFF as c_long {
             return ret;
         }
-    }
-}
-
-/// Starts a spare worker when a task starts using a ring, so its first blockable issue has a
-/// handoff target.
-///
-/// # Safety
-///
-/// `tctx` must be `current`'s context and `ctx` a ring it uses.
-#[export]
-pub unsafe extern "C" fn io_handoff_prime(tctx: *mut Tctx, ctx: *mut Ctx) {
-    const NEVER: u32 = bindings::IORING_SETUP_IOPOLL
-        | bindings::IORING_SETUP_SQPOLL
-        | bindings::IORING_SETUP_SQ_REWIND;
-    // SAFETY: Per the contract both are valid; the sysctl is read racily on purpose.
-    unsafe {
-        if ptr::read_volatile(ptr::addr_of!(bindings::sysctl_io_uring_handoff)) == 0
-            || (*tctx).io_wq.is_null()
-            || (*ctx).__bindgen_anon_1.flags & NEVER != 0
-        {
-            return;
-        }
-        bindings::io_wq_handoff_spare((*tctx).io_wq, true, true);
     }
 }

@@ -1,0 +1,363 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * Helpers shared by the io_uring_handoff tests that drive the inline issue
+ * and the identity handoff: the sysctl, the ring's fdinfo counters, QD1
+ * requests and blocking fsyncs. Include after ../kselftest_harness.h: the
+ * helpers that take a struct __test_metadata use its ASSERT and SKIP
+ * macros.
+ */
+#ifndef HANDOFF_LIB_H
+#define HANDOFF_LIB_H
+
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <sys/statfs.h>
+#include <linux/magic.h>
+#include <linux/stat.h>
+
+#include "iou.h"
+
+#define SYSCTL_PATH	"/proc/sys/kernel/io_uring_handoff"
+
+#define BLOCK_LEN	(256 * 1024)	/* dirty data per blocking fsync */
+#define BLOCK_TRIES	50		/* blocking fsyncs to get a handoff */
+
+/* Flags of blocking_fsyncs_flags() */
+#define BF_STOP		0x1	/* return at the first handoff */
+#define BF_SIGNALS	0x2	/* a signal may end the wait before the CQE */
+
+struct hstat {
+	unsigned long inl;
+	unsigned long handoffs;
+	unsigned long resumed;
+	unsigned long iowq;
+};
+
+static const char * const handoff_names[] = {
+	"inline", "handoffs", "resumed", "iowq",
+};
+
+static const char * const refused_names[] = {
+	"ring", "poll", "nowait", "task", "sqe", "spare", "signal", "lock",
+	"prepare", "worker",
+};
+
+static inline pid_t sys_gettid(void)
+{
+	return syscall(__NR_gettid);
+}
+
+/* The sysctl's value (0 or 1), -ERANGE for anything else, or -errno. */
+static inline int sysctl_get(void)
+{
+	char buf[16] = "";
+	ssize_t n;
+	int fd, err;
+
+	fd = open(SYSCTL_PATH, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	n = read(fd, buf, sizeof(buf) - 1);
+	err = errno;
+	close(fd);
+	if (n < 0)
+		return -err;
+	if (!strcmp(buf, "0\n"))
+		return 0;
+	if (!strcmp(buf, "1\n"))
+		return 1;
+	return -ERANGE;
+}
+
+/* Write @val with a single write(2); 0 or -errno. */
+static inline int sysctl_write(const char *val)
+{
+	size_t len = strlen(val);
+	ssize_t n;
+	int fd, err;
+
+	fd = open(SYSCTL_PATH, O_WRONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	n = write(fd, val, len);
+	err = errno;
+	close(fd);
+	if (n < 0)
+		return -err;
+	return (size_t)n == len ? 0 : -EIO;
+}
+
+/*
+ * Find the line "<line_key>:\t..." in the ring's fdinfo and the field
+ * "<name>=<n>" in it. Returns 0 and the value in *val, or -1 when the line
+ * or the field is absent or the value does not parse.
+ */
+static inline int fdinfo_counter(int ringfd, const char *line_key,
+				 const char *name, unsigned long *val)
+{
+	size_t klen = strlen(line_key), nlen = strlen(name), cap = 0;
+	char path[64], *line = NULL;
+	int ret = -1;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/self/fdinfo/%d", ringfd);
+	f = fopen(path, "re");
+	if (!f)
+		return -1;
+	while (getline(&line, &cap, f) > 0) {
+		char *tok, *save, *end;
+
+		if (strncmp(line, line_key, klen) || line[klen] != ':')
+			continue;
+		for (tok = strtok_r(line + klen + 1, " \t\n", &save); tok;
+		     tok = strtok_r(NULL, " \t\n", &save)) {
+			if (strncmp(tok, name, nlen) || tok[nlen] != '=')
+				continue;
+			errno = 0;
+			*val = strtoul(tok + nlen + 1, &end, 10);
+			if (!errno && end != tok + nlen + 1 && !*end)
+				ret = 0;
+			break;
+		}
+		break;
+	}
+	free(line);
+	fclose(f);
+	return ret;
+}
+
+static inline bool ring_has_handoff(struct iou *r)
+{
+	unsigned long v;
+
+	return !fdinfo_counter(r->fd, "Handoff", "inline", &v);
+}
+
+static inline int read_hstat(int ringfd, struct hstat *s)
+{
+	if (fdinfo_counter(ringfd, "Handoff", "inline", &s->inl) ||
+	    fdinfo_counter(ringfd, "Handoff", "handoffs", &s->handoffs) ||
+	    fdinfo_counter(ringfd, "Handoff", "resumed", &s->resumed) ||
+	    fdinfo_counter(ringfd, "Handoff", "iowq", &s->iowq))
+		return -1;
+	return 0;
+}
+
+static inline void hstat_sub(struct hstat *d, const struct hstat *after,
+			     const struct hstat *before)
+{
+	d->inl = after->inl - before->inl;
+	d->handoffs = after->handoffs - before->handoffs;
+	d->resumed = after->resumed - before->resumed;
+	d->iowq = after->iowq - before->iowq;
+}
+
+/* "<key>: a=1 b=?" for the fields @names of the fdinfo line @key. */
+static inline void format_counters(int ringfd, const char *key,
+				   const char * const *names, unsigned int nr,
+				   char *buf, size_t size)
+{
+	unsigned long v;
+	unsigned int i;
+	size_t len;
+
+	len = snprintf(buf, size, "%s:", key);
+	for (i = 0; i < nr && len < size; i++) {
+		if (fdinfo_counter(ringfd, key, names[i], &v))
+			len += snprintf(buf + len, size - len, " %s=?",
+					names[i]);
+		else
+			len += snprintf(buf + len, size - len, " %s=%lu",
+					names[i], v);
+	}
+}
+
+/* Log all counters of the ring, to explain a failed expectation. */
+static inline void log_counters(struct __test_metadata *_metadata, int ringfd)
+{
+	char buf[512];
+
+	format_counters(ringfd, "Handoff", handoff_names,
+			ARRAY_SIZE(handoff_names), buf, sizeof(buf));
+	TH_LOG("%s", buf);
+	format_counters(ringfd, "HandoffRefused", refused_names,
+			ARRAY_SIZE(refused_names), buf, sizeof(buf));
+	TH_LOG("%s", buf);
+}
+
+/*
+ * Submit the one queued SQE and wait for it in the same io_uring_enter();
+ * its CQE must be posted by the time the call returns.
+ */
+static inline int qd1_enter(struct iou *r, struct io_uring_cqe *cqe)
+{
+	int ret = iou_submit(r, 1);
+
+	if (ret < 0)
+		return ret;
+	if (ret != 1)
+		return -EIO;
+	return iou_cqe(r, cqe) ? 0 : -ENODATA;
+}
+
+static inline void qd1_nop(struct __test_metadata *_metadata, struct iou *r,
+			   __u64 ud)
+{
+	struct io_uring_sqe *sqe = iou_sqe(r);
+	struct io_uring_cqe cqe;
+
+	ASSERT_NE(NULL, sqe);
+	iou_prep(sqe, IORING_OP_NOP, -1, NULL, 0, 0, ud);
+	ASSERT_EQ(0, qd1_enter(r, &cqe));
+	ASSERT_EQ(ud, cqe.user_data);
+	ASSERT_EQ(0, cqe.res);
+}
+
+static inline void qd1_fsync(struct __test_metadata *_metadata, struct iou *r,
+			     int fd, __u64 ud)
+{
+	struct io_uring_sqe *sqe = iou_sqe(r);
+	struct io_uring_cqe cqe;
+
+	ASSERT_NE(NULL, sqe);
+	iou_prep(sqe, IORING_OP_FSYNC, fd, NULL, 0, 0, ud);
+	ASSERT_EQ(0, qd1_enter(r, &cqe));
+	ASSERT_EQ(ud, cqe.user_data);
+	ASSERT_EQ(0, cqe.res) TH_LOG("fsync: %s", strerror(-cqe.res));
+}
+
+static inline void qd1_statx(struct __test_metadata *_metadata, struct iou *r,
+			     const char *path, __u64 size, __u64 ud)
+{
+	struct io_uring_sqe *sqe = iou_sqe(r);
+	struct io_uring_cqe cqe;
+	struct statx stx;
+
+	memset(&stx, 0, sizeof(stx));
+	ASSERT_NE(NULL, sqe);
+	iou_prep(sqe, IORING_OP_STATX, AT_FDCWD, path, STATX_BASIC_STATS,
+		 (unsigned long)&stx, ud);
+	ASSERT_EQ(0, qd1_enter(r, &cqe));
+	ASSERT_EQ(ud, cqe.user_data);
+	ASSERT_EQ(0, cqe.res) TH_LOG("statx %s: %s", path, strerror(-cqe.res));
+	ASSERT_EQ(STATX_SIZE, stx.stx_mask & STATX_SIZE);
+	ASSERT_EQ(size, stx.stx_size);
+}
+
+/*
+ * Use the ring once, so that the kernel keeps spare io-wq workers for it,
+ * and give them time to reach their idle wait: only an idle worker can take
+ * over from a blocked submitter. The spare workers belong to the calling
+ * thread: call this from the thread that is going to hand off.
+ */
+static inline void warm_up(struct __test_metadata *_metadata, struct iou *r,
+			   const char *path, __u64 size)
+{
+	qd1_nop(_metadata, r, 1);
+	qd1_statx(_metadata, r, path, size, 2);
+	usleep(100 * 1000);
+}
+
+static inline int write_file(int fd, const char *buf, size_t len)
+{
+	return pwrite(fd, buf, len, 0) == (ssize_t)len ? 0 : -1;
+}
+
+static inline void fill(char *buf, size_t len, unsigned int seed)
+{
+	size_t i;
+
+	for (i = 0; i < len; i++)
+		buf[i] = (char)(seed * 131 + i * 7 + (i >> 12));
+}
+
+/*
+ * A ring with the Handoff counters and an empty file @name in the current
+ * directory, which must be on a filesystem where fsync can block. The file's
+ * absolute path goes to @path (PATH_MAX bytes). Returns the file's fd, or
+ * -1 after a SKIP.
+ */
+static inline int disk_setup(struct __test_metadata *_metadata, struct iou *r,
+			     const char *name, char *path)
+{
+	char cwd[PATH_MAX - NAME_MAX - 2];
+	struct statfs sfs;
+	int fd;
+
+	ASSERT_EQ(0, iou_init(r, 8, 0));
+	if (!ring_has_handoff(r))
+		SKIP(return -1, "no Handoff line in the ring's fdinfo");
+	ASSERT_EQ(0, statfs(".", &sfs));
+	if (sfs.f_type == TMPFS_MAGIC || sfs.f_type == RAMFS_MAGIC)
+		SKIP(return -1, "fsync never blocks here: run on a disk filesystem");
+	ASSERT_NE(NULL, getcwd(cwd, sizeof(cwd)));
+	snprintf(path, PATH_MAX, "%s/%s", cwd, name);
+	fd = open(path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	ASSERT_LE(0, fd) TH_LOG("%s: %s", path, strerror(errno));
+	return fd;
+}
+
+/*
+ * Up to @tries times: dirty BLOCK_LEN bytes of @fd with fresh data and fsync
+ * them with a lone IORING_OP_FSYNC in io_uring_enter(fd, 1, 1, GETEVENTS).
+ * Whether or not the identity was handed over, the caller must come back as
+ * the same thread of the same process, with the request completed. With
+ * BF_STOP, return as soon as the ring counted a handoff. With BF_SIGNALS,
+ * the caller expects signals: io_uring_enter() may then return with the
+ * request submitted and its CQE not posted yet, and the CQE is waited for.
+ * @buf is left with the data last written. Returns the number of fsyncs
+ * done.
+ */
+static inline int blocking_fsyncs_flags(struct __test_metadata *_metadata,
+					struct iou *r, int fd, char *buf,
+					int tries, unsigned int flags)
+{
+	struct io_uring_cqe cqe;
+	struct hstat before, now;
+	pid_t tid, pid;
+	int i, ret;
+
+	ASSERT_EQ(0, read_hstat(r->fd, &before));
+	for (i = 0; i < tries; i++) {
+		struct io_uring_sqe *sqe;
+		__u64 ud = 0xf5000 + i;
+
+		fill(buf, BLOCK_LEN, i + 1);
+		ASSERT_EQ(0, write_file(fd, buf, BLOCK_LEN));
+		sqe = iou_sqe(r);
+		ASSERT_NE(NULL, sqe);
+		iou_prep(sqe, IORING_OP_FSYNC, fd, NULL, 0, 0, ud);
+		pid = getpid();
+		tid = sys_gettid();
+		ret = qd1_enter(r, &cqe);
+		if (ret == -ENODATA && (flags & BF_SIGNALS))
+			ret = iou_wait_cqe(r, &cqe);
+		ASSERT_EQ(tid, sys_gettid()) TH_LOG("fsync %d", i);
+		ASSERT_EQ(pid, getpid()) TH_LOG("fsync %d", i);
+		ASSERT_EQ(0, ret) TH_LOG("fsync %d: %s", i, strerror(-ret));
+		ASSERT_EQ(ud, cqe.user_data);
+		ASSERT_EQ(0, cqe.res) TH_LOG("fsync %d: %s", i,
+					     strerror(-cqe.res));
+		if (!(flags & BF_STOP))
+			continue;
+		ASSERT_EQ(0, read_hstat(r->fd, &now));
+		if (now.handoffs != before.handoffs)
+			return i + 1;
+		/* let a new spare worker reach its idle wait */
+		usleep(20 * 1000);
+	}
+	return i;
+}
+
+static inline int blocking_fsyncs(struct __test_metadata *_metadata,
+				  struct iou *r, int fd, char *buf, int tries,
+				  bool stop)
+{
+	return blocking_fsyncs_flags(_metadata, r, fd, buf, tries,
+				     stop ? BF_STOP : 0);
+}
+
+#endif /* HANDOFF_LIB_H */
