@@ -15,7 +15,7 @@ extern int sysctl_io_uring_handoff;
 
 /* implemented in io_uring/handoff.rs */
 bool io_handoff_arm(struct io_kiocb *req, bool bound);
-bool io_handoff_disarm(void);
+bool io_handoff_disarm(struct task_struct *cur);
 int io_handoff_complete(struct io_kiocb *req, int ret);
 long io_uring_handoff_worker(void);
 void io_handoff_submit_end(void);

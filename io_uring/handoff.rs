@@ -91,6 +91,23 @@ pub unsafe extern "C" fn io_handoff_refused(req: *mut Req, why: bindings::io_han
     unsafe { refuse(req, why) };
 }
 
+/// Returns whether the `bound` or unbound pool of `wq` has a worker in its idle sleep, as
+/// `io_wq_handoff_spare()` does without topping up: read here, on the hot path of every inline
+/// issue, rather than through a call.
+///
+/// # Safety
+///
+/// `wq` must be a live io-wq.
+unsafe fn idle_worker(wq: *mut bindings::io_wq, bound: bool) -> bool {
+    let idx = if bound {
+        bindings::IO_WQ_ACCT_BOUND
+    } else {
+        bindings::IO_WQ_ACCT_UNBOUND
+    };
+    // SAFETY: `wq` is live; `atomic_read()`, a racy snapshot, is fine for a policy decision.
+    unsafe { ptr::read_volatile(ptr::addr_of!((*wq).acct[idx as usize].nr_iosleep.counter)) > 0 }
+}
+
 /// Returns `current`.
 fn current() -> *mut Task {
     // SAFETY: `current` is always valid in task context.
@@ -194,11 +211,13 @@ pub unsafe extern "C" fn io_handoff_arm(req: *mut Req, bound: bool) -> bool {
         unsafe { refuse(req, bindings::io_handoff_refusal_IO_HANDOFF_R_TASK) };
         return false;
     }
-    // No idle worker to take over: issue it the old way, and start one for next time. That is
-    // how a task gets its first spare, only once it issues blockable requests.
+    // No idle worker to take over: issue it the old way, and have the spare policy start one for
+    // next time. That is how a task gets its first spare, only once it issues blockable requests.
     // SAFETY: The io-wq of the context is live while the submitter uses it, and the submission
     // path may sleep.
-    if !unsafe { bindings::io_wq_handoff_spare((*tctx).io_wq, bound, true) } {
+    if !unsafe { idle_worker((*tctx).io_wq, bound) }
+        && !unsafe { bindings::io_wq_handoff_spare((*tctx).io_wq, bound, true) }
+    {
         // SAFETY: Per the contract.
         unsafe { refuse(req, bindings::io_handoff_refusal_IO_HANDOFF_R_SPARE) };
         return false;
@@ -226,15 +245,15 @@ pub unsafe extern "C" fn io_handoff_arm(req: *mut Req, bound: bool) -> bool {
 }
 
 /// Disarms the handoff armed by [`io_handoff_arm`], after the issue returned. Returns true if
-/// `current` handed its identity off during the issue: it is an io-wq worker now, and the
-/// request is its to finish with [`io_handoff_complete`].
+/// `cur`, `current`, handed its identity off during the issue: it is an io-wq worker now, and the
+/// request is its to finish with [`io_handoff_complete`]. The caller passes `current`, which is
+/// cheaper to get in C.
 ///
 /// # Safety
 ///
-/// Must pair with a successful [`io_handoff_arm`] on `current`.
+/// `cur` must be `current`, and this must pair with a successful [`io_handoff_arm`] on it.
 #[export]
-pub unsafe extern "C" fn io_handoff_disarm() -> bool {
-    let cur = current();
+pub unsafe extern "C" fn io_handoff_disarm(cur: *mut Task) -> bool {
     // SAFETY: `cur` is `current`, which changes its own flags and reads its own task_work.
     unsafe {
         (*cur).flags &= !bindings::PF_IO_HANDOFF;
