@@ -211,13 +211,14 @@ pub unsafe extern "C" fn io_handoff_arm(req: *mut Req, bound: bool) -> bool {
         unsafe { refuse(req, bindings::io_handoff_refusal_IO_HANDOFF_R_TASK) };
         return false;
     }
+    // SAFETY: The io-wq of the context is live while the submitter uses it.
+    let wq = unsafe { (*tctx).io_wq };
+    // SAFETY: As above.
+    let idle = unsafe { idle_worker(wq, bound) };
     // No idle worker to take over: issue it the old way, and have the spare policy start one for
     // next time. That is how a task gets its first spare, only once it issues blockable requests.
-    // SAFETY: The io-wq of the context is live while the submitter uses it, and the submission
-    // path may sleep.
-    if !unsafe { idle_worker((*tctx).io_wq, bound) }
-        && !unsafe { bindings::io_wq_handoff_spare((*tctx).io_wq, bound, true) }
-    {
+    // SAFETY: `wq` is live, and the submission path may sleep.
+    if !idle && !unsafe { bindings::io_wq_handoff_spare(wq, bound, true) } {
         // SAFETY: Per the contract.
         unsafe { refuse(req, bindings::io_handoff_refusal_IO_HANDOFF_R_SPARE) };
         return false;
@@ -468,6 +469,11 @@ pub unsafe extern "C" fn io_handoff_complete(req: *mut Req, ret: c_int) -> c_int
 /// Runs on the worker that took over the submitter's identity: submits the rest of the batch
 /// and finishes the `io_uring_enter()` call of the submitter. Returns its result, or
 /// `-EIOCBQUEUED` if this task handed off in turn and is a worker again.
+///
+/// # Safety
+///
+/// Only run by a worker claimed in [`io_uring_task_sleeping`], as the function it was claimed
+/// for, once the claimer committed: the io_uring context and its handoff state are its then.
 unsafe extern "C" fn resume() -> c_long {
     let cur = current();
     // SAFETY: The handoff moved the context to us, with `src`, `prev` and `ctx` set; `src` and
