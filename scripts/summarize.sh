@@ -87,6 +87,8 @@ if [ "$nsplat" != 0 ]; then
 fi
 
 nretry=$(ls "$RUN"/console.boot-failed-*.log 2>/dev/null | wc -l)
+ncrash=$(ls "$RUN"/console.crashed-*.log 2>/dev/null | wc -l)
+[ "$ncrash" = 0 ] || echo "crashes:    $ncrash run(s) hit 'Oops: int3' (TCG text-patching race) and were run again from the start; consoles: $RUN/console.crashed-*.log"
 [ "$nretry" = 0 ] || echo "boot:       $nretry boot(s) crashed before the tests started and were retried (TCG text-patching race); consoles: $RUN/console.boot-failed-*.log"
 
 if [ "$fail" = 0 ]; then echo "RESULT: PASS"; else echo "RESULT: FAIL"; fi

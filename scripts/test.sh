@@ -22,7 +22,11 @@ args="KSFT=$KS LIBURING=$LIBURING"
 [ -z "${LIBURING_TIMEOUT:-}" ] || args+=" LIBURING_TIMEOUT='$LIBURING_TIMEOUT'"
 
 set +e
-VM_TIMEOUT=${TEST_TIMEOUT:-3600} bash "$REPO/scripts/vm.sh" --disk -- "$args bash $REPO/scripts/guest/test.sh"
+# The handoff tracepoints are on from boot, so the tests that look at them
+# don't live-patch kernel text while other vCPUs run (see vm.sh).
+VM_TIMEOUT=${TEST_TIMEOUT:-3600} bash "$REPO/scripts/vm.sh" --disk \
+	--append "trace_event=io_uring:io_uring_handoff,io_uring:io_uring_handoff_resume" \
+	-- "$args bash $REPO/scripts/guest/test.sh"
 vmrc=$?
 set -e
 bash "$REPO/scripts/summarize.sh" "$RUN" "$vmrc"

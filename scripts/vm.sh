@@ -56,7 +56,19 @@ for attempt in $(seq 1 "$attempts"); do
 		| tee "$RUN/live.log")
 	vrc=${PIPESTATUS[0]}
 	set -e
-	[ ! -f "$RUN/started" ] || break
+	if [ -f "$RUN/started" ]; then
+		# The same race can hit a site patched at run time (a tracepoint or
+		# static key switched on by a test). Only that signature is retried,
+		# from the start, with the partial results set aside.
+		[ ! -f "$RUN/status" ] && [ "$attempt" -lt "$attempts" ] &&
+			grep -q 'Oops: int3' "$RUN/console.log" || break
+		mkdir -p "$RUN/crashed-$attempt"
+		find "$RUN" -maxdepth 1 -type f ! -name cmd.sh ! -name 'console.*' \
+			-exec mv -t "$RUN/crashed-$attempt" {} +
+		cp "$RUN/console.log" "$RUN/console.crashed-$attempt.log"
+		warn "run $attempt crashed in the guest: $(grep -m1 'Oops: int3' "$RUN/console.log"); retrying (TCG text-patching race)"
+		continue
+	fi
 	# a boot that hangs is reported, not retried
 	[ "$vrc" != 124 ] && [ "$vrc" != 137 ] || break
 	cp "$RUN/console.log" "$RUN/console.boot-failed-$attempt.log"
