@@ -4,7 +4,7 @@ SHELL := /bin/bash
 S := scripts
 
 .PHONY: all run test setup fetch assemble tree build userspace vm series export \
-	baseline test-quick bench clean-build build-arm64 bisect-build rustcheck help
+	baseline test-quick bench bench-beyond clean-build build-arm64 bisect-build rustcheck help
 all: run
 
 help:
@@ -38,6 +38,12 @@ test-quick: userspace
 bench: export KCONFIG := $(or $(KCONFIG),bench)
 bench: userspace
 	@$(S)/bench.sh
+
+# figures for the io-wq flood, epoll wait (multishot too), NAPI busy poll and
+# RWF_DONTCACHE on a block device; BENCH_KERNEL=base for the unpatched kernel
+bench-beyond: export KCONFIG := $(or $(KCONFIG),bench)
+bench-beyond: userspace
+	@$(S)/bench-beyond.sh
 
 vm: build
 	@test -n '$(subst ','\'',$(value CMD))' || { echo "usage: make vm CMD='command'" >&2; exit 2; }

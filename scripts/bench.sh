@@ -34,7 +34,7 @@ need_tool gcc gcc
 need_tool python3 python3
 SRC=$REPO/bench/iou_bench.c
 BIN=$CACHE/bench/iou_bench
-if [ ! -x "$BIN" ] || [ "$SRC" -nt "$BIN" ]; then
+if [ ! -x "$BIN" ] || [ "$SRC" -nt "$BIN" ] || [ "$REPO/bench/ring.h" -nt "$BIN" ]; then
 	info "building $BIN"
 	mkdir -p "$CACHE/bench"
 	gcc -O2 -Wall -Wextra -o "$BIN.tmp" "$SRC" || die "iou_bench build failed"

@@ -1,0 +1,99 @@
+#!/usr/bin/env bash
+# 'make bench-beyond': figures for the pieces next to the handoff, in one
+# boot: an io-wq flood of IOSQE_ASYNC NOPs, epoll_wait(2) vs single-shot vs
+# multishot IORING_OP_EPOLL_WAIT, the NAPI busy poll of napi_test, and
+# normal vs RWF_DONTCACHE buffered I/O on the virtio scratch disk in a small
+# memory cgroup. Writes beyond.md into $OUT/bench-beyond/<time>/ and prints it.
+#
+# BENCH_KERNEL=base runs the same programs on the unpatched base kernel (its
+# own work tree and build folder, same config) for the "before" figures;
+# a mode the base kernel refuses is reported as such.
+# BENCH_REPS (3), BENCH_SECS (2), BEYOND_PARTS ("flood epoll napi bdev"),
+# FLOOD_QDS, EPOLL_FDS, BDEV_SECS (5), BDEV_SPAN_MB (512), BENCH_MEMCG_MB (64),
+# BENCH_TIMEOUT (s). Exit status: non-zero only on a tooling error; the
+# figures never fail.
+set -euo pipefail
+. "$(dirname "$0")/lib.sh"
+
+reps=${BENCH_REPS:-3}
+secs=${BENCH_SECS:-2}
+case "$reps" in ''|*[!0-9]*|0) die "BENCH_REPS='$reps': a positive number" ;; esac
+[[ "$secs" =~ ^[0-9]+(\.[0-9]+)?$ ]] || die "BENCH_SECS='$secs': seconds"
+parts=${BEYOND_PARTS:-flood epoll napi bdev}
+for p in $parts; do
+	case "$p" in flood|epoll|napi|bdev) ;; *) die "BEYOND_PARTS: unknown part '$p' (flood epoll napi bdev)" ;; esac
+done
+need_tool gcc gcc
+need_tool python3 python3
+
+B=$(build_dir)
+[ -f "$B/arch/x86/boot/bzImage" ] || die "no kernel in $B: run 'make build' first"
+[ -f "$B/usr/include/linux/io_uring.h" ] || die "no uapi headers in $B/usr/include: run 'make userspace'"
+NAPI_BIN=${KSFT_DIR:-$CACHE/kselftest}/io_uring_ops/napi_test
+
+# --- beyond_bench, built on the host against the series' uapi headers ----------
+BIN=$CACHE/bench/beyond_bench
+if [ ! -x "$BIN" ] || [ "$REPO/bench/beyond_bench.c" -nt "$BIN" ] || [ "$REPO/bench/ring.h" -nt "$BIN" ] ||
+   [ "$B/usr/include/linux/io_uring.h" -nt "$BIN" ]; then
+	info "building $BIN"
+	mkdir -p "$CACHE/bench"
+	gcc -O2 -Wall -Wextra -isystem "$B/usr/include" -o "$BIN.tmp" "$REPO/bench/beyond_bench.c" ||
+		die "beyond_bench build failed"
+	mv "$BIN.tmp" "$BIN"
+fi
+
+# --- the kernel: the series, or the unpatched base with the same config ---------
+case "${BENCH_KERNEL:-series}" in
+series) ;;
+base)
+	BT=$CACHE/base-tree
+	if [ ! -d "$BT" ]; then
+		git -C "$WORK" worktree prune
+		git -C "$WORK" worktree add -q --detach "$BT" base
+	fi
+	echo base > "$BT/.iou-series-version"
+	B=$CACHE/build-base-${KCONFIG:-test}
+	info "base kernel ($KCONFIG config) in $B"
+	WORK=$BT BUILD_DIR=$B bash "$REPO/scripts/build.sh"
+	export BUILD_DIR=$B
+	;;
+*) die "BENCH_KERNEL='$BENCH_KERNEL': series or base" ;;
+esac
+
+RUN=$OUT/bench-beyond/$(date +%Y%m%d-%H%M%S)${BENCH_KERNEL:+-$BENCH_KERNEL}
+mkdir -p "$RUN"
+export RUN
+
+# per rep: flood 3 x (secs+1), epoll 6 x (secs+1), napi ~20 s, bdev 4 x (bdev_secs+15)
+bs=${BDEV_SECS:-5}
+timeout_s=${BENCH_TIMEOUT:-$(awk -v r="$reps" -v s="$secs" -v b="$bs" \
+	'BEGIN {printf "%d", r * (9 * (s + 1) + 30 + 4 * (b + 15)) + 300}')}
+info "bench-beyond: parts '$parts', $reps reps (timeout ${timeout_s}s)"
+
+args="BEYOND_BIN='$BIN' NAPI_BIN='$NAPI_BIN' BENCH_REPS='$reps' BENCH_SECS='$secs' BEYOND_PARTS='$parts' BENCH_KCONFIG='${KCONFIG:-test}'"
+for v in FLOOD_QDS EPOLL_FDS BDEV_SECS BDEV_SPAN_MB BENCH_MEMCG_MB; do
+	[ -z "${!v:-}" ] || args+=" $v='${!v}'"
+done
+
+set +e
+VM_TIMEOUT=$timeout_s bash "$REPO/scripts/vm.sh" --disk -- "$args bash $REPO/scripts/guest/bench-beyond.sh"
+vmrc=$?
+set -e
+
+rc=0
+case "$vmrc" in
+0) ;;
+124) warn "guest hung (no completion within ${timeout_s}s): the report covers what finished"; rc=1 ;;
+*) warn "guest bench exited with status $vmrc (see $RUN/beyond.errors, $RUN/console.log)"; rc=1 ;;
+esac
+echo
+if [ -s "$RUN/beyond.results" ]; then
+	python3 "$REPO/scripts/bench-beyond-report.py" "$RUN" > "$RUN/beyond.md" || rc=1
+	cat "$RUN/beyond.md"
+	echo
+	info "report: $RUN/beyond.md"
+else
+	warn "no results in $RUN/beyond.results"
+	rc=1
+fi
+exit "$rc"
