@@ -189,6 +189,7 @@ static struct kunit_suite bio_complete_test_suite = {
 	.name = "bio-complete-in-task",
 	.test_cases = bio_complete_test_cases,
 };
+
 kunit_test_suite(bio_complete_test_suite);
 
 MODULE_DESCRIPTION("KUnit tests for bio completion in task context");
