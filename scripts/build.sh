@@ -36,8 +36,22 @@ if [ "$ARCH" != x86_64 ]; then
 fi
 
 # --- configuration, regenerated when a fragment changes ---------------------------------
+# every option a fragment asks for, missing from .config (one per line)
+missing_options() {
+	[ -f "$B/.config" ] || { echo all; return; }
+	cat "${frags[@]}" | grep -E '^CONFIG_[A-Z0-9_]+=' | grep -v '=n$' | while read -r l; do
+		grep -qxF "$l" "$B/.config" || echo "$l"; done
+}
 hash=$(cat "${frags[@]}" | sha256sum | cut -c1-16)
+reconfigure=
 if [ ! -f "$B/.config" ] || [ "$(cat "$B/.iou-config-hash" 2>/dev/null)" != "$hash" ]; then
+	reconfigure=1
+elif [ -z "${ALLOW_MISSING_CONFIG:-}" ] && [ -n "$(missing_options)" ]; then
+	# changed behind the tooling's back, e.g. by a make run without Rust in PATH
+	warn "$B/.config lost options the fragments set ($(missing_options | tr '\n' ' ')): configuring again"
+	reconfigure=1
+fi
+if [ -n "$reconfigure" ]; then
 	info "configuring $B ($KCONFIG)"
 	"${MK[@]}" -s rustavailable >/dev/null || die "Rust is not available for the kernel build ('make rustavailable' failed); run 'make setup'"
 	extra=()
@@ -53,8 +67,7 @@ if [ ! -f "$B/.config" ] || [ "$(cat "$B/.iou-config-hash" 2>/dev/null)" != "$ha
 		"$B/.config" "${extra[@]}" "${frags[@]}" >"$B/merge.log" 2>&1) || die "merge_config failed, see $B/merge.log"
 	"${MK[@]}" -s olddefconfig >/dev/null
 	# every option a fragment asks for must survive olddefconfig
-	missing=$(cat "${frags[@]}" | grep -E '^CONFIG_[A-Z0-9_]+=' | grep -v '=n$' | while read -r l; do
-		grep -qxF "$l" "$B/.config" || echo "$l"; done)
+	missing=$(missing_options)
 	if [ -n "$missing" ]; then
 		[ -n "${ALLOW_MISSING_CONFIG:-}" ] || die "config options requested but not set (missing dependencies?):
 $missing"
