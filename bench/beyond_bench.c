@@ -7,12 +7,17 @@
  *	goes through io-wq (enqueue, worker wakeup, completion task_work).
  *	Prints: bench=flood qd= ops= secs= ops_s= cpu_pct= cpu_us_op=
  *
- *   beyond_bench epoll -m sys|single|multi -n FDS [-t SECONDS]
+ *   beyond_bench epoll -m sys|single|multi -n FDS [-p] [-t SECONDS]
  *	Rounds of FDS eventfds made ready (edge triggered), waited for with
  *	epoll_wait(2), with one IORING_OP_EPOLL_WAIT per wait (single), or
  *	with one multishot IORING_OP_EPOLL_WAIT armed for the whole run
- *	(multi, provided buffers), then read.
- *	Prints: bench=epoll mode= fds= rounds= secs= rounds_s= events_s=
+ *	(multi, provided buffers), then read. The ring is set up as an event
+ *	loop would: IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_DEFER_TASKRUN.
+ *	With -p, another thread makes the events ready once the waiter is
+ *	waiting (single shot: once its request is submitted), so every wait
+ *	blocks; without it, the waiter makes them ready itself first.
+ *	Prints: bench=epoll mode= fds= producer=thread|self rounds= secs=
+ *	rounds_s= events_s=
  *	cpu_pct= waits_round= (or unsupported=<errno name> if the kernel
  *	refuses the mode).
  *
@@ -32,6 +37,7 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -103,12 +109,12 @@ static double cpu_pct(const struct sample *a, const struct sample *b)
 	return b->t > a->t ? (b->cpu - a->cpu) / (b->t - a->t) * 100 : 0;
 }
 
-static void ring_setup(struct ring *r, unsigned int entries)
+static void ring_setup(struct ring *r, unsigned int entries, unsigned int flags)
 {
-	int ret = ring_init(r, entries);
+	int ret = ring_init(r, entries, flags);
 
 	if (ret)
-		fail("io_uring_setup(%u): %s", entries, strerror(-ret));
+		fail("io_uring_setup(%u, %#x): %s", entries, flags, strerror(-ret));
 }
 
 static void enter(struct ring *r, unsigned int wait)
@@ -132,7 +138,7 @@ static void bench_flood(unsigned int qd, double secs)
 	unsigned int i, n;
 	struct ring r;
 
-	ring_setup(&r, qd);
+	ring_setup(&r, qd, 0);
 	for (i = 0; i < qd; i++) {
 		struct io_uring_sqe *sqe = ring_sqe(&r);
 
@@ -175,6 +181,8 @@ enum { EP_SYS, EP_SINGLE, EP_MULTI };
 
 struct ep {
 	int mode, nfds, epfd, efd[MAX_FDS];
+	int go;				/* eventfd: the producer's start signal */
+	bool producer;
 	struct ring r;
 	struct io_uring_buf_ring *br;
 	struct epoll_event *bufs;	/* NBUFS buffers of nfds events */
@@ -230,12 +238,51 @@ static int ep_arm_multishot(struct ep *e)
 	return 0;
 }
 
+static void ep_make_ready(struct ep *e)
+{
+	uint64_t one = 1;
+	int i;
+
+	for (i = 0; i < e->nfds; i++)
+		if (write(e->efd[i], &one, sizeof(one)) != sizeof(one))
+			fail("eventfd write: %s", strerror(errno));
+}
+
+/* the other thread: make the round's events ready each time it is told */
+static void *ep_producer(void *arg)
+{
+	struct ep *e = arg;
+	uint64_t v;
+
+	while (read(e->go, &v, sizeof(v)) == sizeof(v)) {
+		if (v > 1)	/* told to stop */
+			break;
+		ep_make_ready(e);
+	}
+	return NULL;
+}
+
 /* Wait until the round's nfds events are in; returns the number of waits. */
 static unsigned int ep_collect(struct ep *e)
 {
 	struct io_uring_cqe cqe;
 	unsigned int waits = 0;
+	bool started = false;
+	uint64_t one = 1;
 	int got = 0, n;
+
+	/* with a producer, arm single shot first, so it waits for the events */
+	if (e->producer && e->mode == EP_SINGLE) {
+		struct io_uring_sqe *sqe = ring_sqe(&e->r);
+
+		sqe->opcode = IORING_OP_EPOLL_WAIT;
+		sqe->fd = e->epfd;
+		sqe->addr = (unsigned long)e->evs;
+		sqe->len = e->nfds;
+		enter(&e->r, 0);
+	}
+	if (e->producer && write(e->go, &one, sizeof(one)) != sizeof(one))
+		fail("eventfd write: %s", strerror(errno));
 
 	while (got < e->nfds) {
 		waits++;
@@ -246,15 +293,17 @@ static unsigned int ep_collect(struct ep *e)
 				fail("epoll_wait: %s", strerror(errno));
 			break;
 		case EP_SINGLE: {
-			struct io_uring_sqe *sqe = ring_sqe(&e->r);
+			if (!e->producer || started) {
+				struct io_uring_sqe *sqe = ring_sqe(&e->r);
 
-			sqe->opcode = IORING_OP_EPOLL_WAIT;
-			sqe->fd = e->epfd;
-			sqe->addr = (unsigned long)e->evs;
-			sqe->len = e->nfds;
-			enter(&e->r, 1);
-			if (!ring_cqe(&e->r, &cqe))
-				fail("no CQE after a wait");
+				sqe->opcode = IORING_OP_EPOLL_WAIT;
+				sqe->fd = e->epfd;
+				sqe->addr = (unsigned long)e->evs;
+				sqe->len = e->nfds;
+			}
+			started = true;
+			while (!ring_cqe(&e->r, &cqe))
+				enter(&e->r, 1);
 			if (cqe.res < 0)
 				fail("IORING_OP_EPOLL_WAIT: %s", strerror(-cqe.res));
 			n = cqe.res;
@@ -274,7 +323,7 @@ static unsigned int ep_collect(struct ep *e)
 	return waits;
 }
 
-static void bench_epoll(int mode, int nfds, double secs)
+static void bench_epoll(int mode, int nfds, bool producer, double secs)
 {
 	static const char *const names[] = { "sys", "single", "multi" };
 	unsigned long long rounds = 0, waits = 0;
@@ -282,12 +331,15 @@ static void bench_epoll(int mode, int nfds, double secs)
 	bool counting = false;
 	double warm_end;
 	uint64_t v = 1;
+	uint64_t stop = 2;
+	pthread_t thr;
 	struct ep e;
 	int i, err;
 
 	memset(&e, 0, sizeof(e));
 	e.mode = mode;
 	e.nfds = nfds;
+	e.producer = producer;
 	e.epfd = epoll_create1(0);
 	if (e.epfd < 0)
 		fail("epoll_create1: %s", strerror(errno));
@@ -301,24 +353,31 @@ static void bench_epoll(int mode, int nfds, double secs)
 	e.evs = calloc(nfds, sizeof(*e.evs));
 	if (!e.evs)
 		fail("out of memory");
+	/* as an event loop would set it up: task_work runs when it waits */
 	if (mode != EP_SYS)
-		ring_setup(&e.r, 64);
+		ring_setup(&e.r, 64, IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_DEFER_TASKRUN);
 	if (mode == EP_MULTI) {
 		err = ep_arm_multishot(&e);
 		if (err) {
-			printf("bench=epoll mode=%s fds=%d unsupported=%s\n", names[mode],
-			       nfds, strerrorname_np(err) ?: "unknown");
+			printf("bench=epoll mode=%s fds=%d producer=%s unsupported=%s\n",
+			       names[mode], nfds, producer ? "thread" : "self",
+			       strerrorname_np(err) ?: "unknown");
 			return;
 		}
+	}
+
+	if (producer) {
+		e.go = eventfd(0, 0);
+		if (e.go < 0 || pthread_create(&thr, NULL, ep_producer, &e))
+			fail("producer thread: %s", strerror(errno));
 	}
 
 	warm_end = now() + 0.2;
 	for (;;) {
 		unsigned int w;
 
-		for (i = 0; i < nfds; i++)
-			if (write(e.efd[i], &v, sizeof(v)) != sizeof(v))
-				fail("eventfd write: %s", strerror(errno));
+		if (!producer)
+			ep_make_ready(&e);
 		w = ep_collect(&e);
 		for (i = 0; i < nfds; i++)
 			if (read(e.efd[i], &v, sizeof(v)) != sizeof(v))
@@ -337,8 +396,14 @@ static void bench_epoll(int mode, int nfds, double secs)
 		}
 	}
 	take(&b);
-	printf("bench=epoll mode=%s fds=%d rounds=%llu secs=%.3f rounds_s=%.1f events_s=%.1f cpu_pct=%.1f waits_round=%.2f\n",
-	       names[mode], nfds, rounds, b.t - a.t, rounds / (b.t - a.t),
+	if (producer) {
+		if (write(e.go, &stop, sizeof(stop)) != sizeof(stop))
+			fail("eventfd write: %s", strerror(errno));
+		pthread_join(thr, NULL);
+	}
+	printf("bench=epoll mode=%s fds=%d producer=%s rounds=%llu secs=%.3f rounds_s=%.1f events_s=%.1f cpu_pct=%.1f waits_round=%.2f\n",
+	       names[mode], nfds, producer ? "thread" : "self", rounds, b.t - a.t,
+	       rounds / (b.t - a.t),
 	       rounds * nfds / (b.t - a.t), cpu_pct(&a, &b),
 	       rounds ? (double)waits / rounds : 0.0);
 }
@@ -408,7 +473,7 @@ static void bench_bdev(const char *dev, bool write_op, bool dontcache, double se
 	if (!bufs)
 		fail("out of memory");
 	memset(bufs, 0x5a, bs * qd);
-	ring_setup(&r, qd);
+	ring_setup(&r, qd, 0);
 
 	take(&a);
 	for (;;) {
@@ -463,7 +528,7 @@ static void usage(void)
 {
 	fprintf(stderr,
 		"usage: beyond_bench flood -q QD [-t SECONDS]\n"
-		"       beyond_bench epoll -m sys|single|multi -n FDS [-t SECONDS]\n"
+		"       beyond_bench epoll -m sys|single|multi -n FDS [-p] [-t SECONDS]\n"
 		"       beyond_bench bdev -d DEV -w read|write -m normal|dontcache\n"
 		"                    [-t SECONDS] [-s SPAN_MB] [-b BLOCK_KB] [-q QD]\n");
 	exit(2);
@@ -485,6 +550,7 @@ int main(int argc, char **argv)
 {
 	const char *cmd, *mode = NULL, *dev = NULL, *what = NULL;
 	unsigned long qd = 0, nfds = 1, span = 512, bs = 256;
+	bool producer = false;
 	double secs = 2;
 	char *end;
 	int c;
@@ -493,13 +559,14 @@ int main(int argc, char **argv)
 		usage();
 	cmd = argv[1];
 	optind = 2;
-	while ((c = getopt(argc, argv, "q:t:m:n:d:w:s:b:")) != -1) {
+	while ((c = getopt(argc, argv, "q:t:m:n:d:w:s:b:p")) != -1) {
 		switch (c) {
 		case 'q': qd = num(optarg, 1, MAX_QD); break;
 		case 'n': nfds = num(optarg, 1, MAX_FDS); break;
 		case 's': span = num(optarg, 1, 1 << 20); break;
 		case 'b': bs = num(optarg, 4, 16384); break;
 		case 'm': mode = optarg; break;
+		case 'p': producer = true; break;
 		case 'd': dev = optarg; break;
 		case 'w': what = optarg; break;
 		case 't':
@@ -530,7 +597,7 @@ int main(int argc, char **argv)
 			m = EP_MULTI;
 		else
 			fail("-m '%s': sys, single or multi", mode);
-		bench_epoll(m, nfds, secs);
+		bench_epoll(m, nfds, producer, secs);
 	} else if (!strcmp(cmd, "bdev")) {
 		if (!dev || !what || !mode)
 			usage();

@@ -303,7 +303,7 @@ static unsigned long long run_uring(double secs, struct sample *start, struct sa
 	struct ring r;
 	int ret;
 
-	ret = ring_init(&r, b.qd);
+	ret = ring_init(&r, b.qd, 0);
 	if (ret)
 		fail("io_uring_setup(%u): %s", b.qd, strerror(-ret));
 	freed = calloc(b.qd, sizeof(*freed));

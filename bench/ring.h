@@ -21,9 +21,10 @@ struct ring {
 	unsigned int unsubmitted;	/* published but not yet consumed */
 };
 
-static inline int ring_init(struct ring *r, unsigned int entries)
+static inline int ring_init(struct ring *r, unsigned int entries, unsigned int flags)
 {
 	memset(r, 0, sizeof(*r));
+	r->p.flags = flags;
 	r->fd = syscall(__NR_io_uring_setup, entries, &r->p);
 	if (r->fd < 0)
 		return -errno;

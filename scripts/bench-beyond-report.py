@@ -97,25 +97,30 @@ if g:
     for (qd,), rs in g.items():
         p(f"| {qd} | {med(rs, 'ops_s')} | {med(rs, 'cpu_pct')} | {med(rs, 'cpu_us_op')} |")
 
-g = group("epoll", ["fds", "mode"])
+g = group("epoll", ["fds", "producer", "mode"])
 if g:
     p("")
     p("## epoll: epoll_wait(2) vs IORING_OP_EPOLL_WAIT")
     p("")
     p("A round makes FDS edge-triggered eventfds ready, waits until all are "
-      "reported, and reads them. `single`: one IORING_OP_EPOLL_WAIT submitted per "
+      "reported, and reads them. Producer `self`: the waiter makes them ready before "
+      "it waits; `thread`: another thread does, once the waiter waits (for `single`, "
+      "once its request is submitted), so every wait blocks. `single`: one IORING_OP_EPOLL_WAIT submitted per "
       "wait; `multi`: one multishot request armed for the whole run, each batch "
-      "in a provided buffer. Change is against epoll_wait(2).")
+      "in a provided buffer. The io_uring modes use a ring with "
+      "IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_DEFER_TASKRUN, as an event loop would. "
+      "Change is against epoll_wait(2).")
     p("")
-    p("| FDS | mode | rounds/s | events/s | CPU % | waits/round | change |")
-    p("| ---: | --- | ---: | ---: | ---: | ---: | ---: |")
-    for (fds, mode), rs in g.items():
+    p("| FDS | producer | mode | rounds/s | events/s | CPU % | waits/round | change |")
+    p("| ---: | --- | --- | ---: | ---: | ---: | ---: | ---: |")
+    for (fds, prod, mode), rs in g.items():
         bad = [r for r in rs if "unsupported" in r]
         if bad:
-            p(f"| {fds} | {mode} | refused by this kernel: {bad[0]['unsupported']} | | | | |")
+            p(f"| {fds} | {prod} | {mode} | refused by this kernel: {bad[0]['unsupported']} "
+              "| | | | |")
             continue
-        base = medv(g.get((fds, "sys"), []), "events_s")
-        p(f"| {fds} | {mode} | {med(rs, 'rounds_s')} | {med(rs, 'events_s')} | "
+        base = medv(g.get((fds, prod, "sys"), []), "events_s")
+        p(f"| {fds} | {prod} | {mode} | {med(rs, 'rounds_s')} | {med(rs, 'events_s')} | "
           f"{med(rs, 'cpu_pct')} | {med(rs, 'waits_round')} | "
           f"{'' if mode == 'sys' else change(medv(rs, 'events_s'), base)} |")
 

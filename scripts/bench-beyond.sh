@@ -37,7 +37,7 @@ if [ ! -x "$BIN" ] || [ "$REPO/bench/beyond_bench.c" -nt "$BIN" ] || [ "$REPO/be
    [ "$B/usr/include/linux/io_uring.h" -nt "$BIN" ]; then
 	info "building $BIN"
 	mkdir -p "$CACHE/bench"
-	gcc -O2 -Wall -Wextra -isystem "$B/usr/include" -o "$BIN.tmp" "$REPO/bench/beyond_bench.c" ||
+	gcc -O2 -Wall -Wextra -isystem "$B/usr/include" -o "$BIN.tmp" "$REPO/bench/beyond_bench.c" -lpthread ||
 		die "beyond_bench build failed"
 	mv "$BIN.tmp" "$BIN"
 fi
@@ -64,10 +64,10 @@ RUN=$OUT/bench-beyond/$(date +%Y%m%d-%H%M%S)${BENCH_KERNEL:+-$BENCH_KERNEL}
 mkdir -p "$RUN"
 export RUN
 
-# per rep: flood 3 x (secs+1), epoll 6 x (secs+1), napi ~20 s, bdev 4 x (bdev_secs+15)
+# per rep: flood 3 x (secs+1), epoll 12 x (secs+1), napi ~20 s, bdev 4 x (bdev_secs+15)
 bs=${BDEV_SECS:-5}
 timeout_s=${BENCH_TIMEOUT:-$(awk -v r="$reps" -v s="$secs" -v b="$bs" \
-	'BEGIN {printf "%d", r * (9 * (s + 1) + 30 + 4 * (b + 15)) + 300}')}
+	'BEGIN {printf "%d", r * (15 * (s + 1) + 30 + 4 * (b + 15)) + 300}')}
 info "bench-beyond: parts '$parts', $reps reps (timeout ${timeout_s}s)"
 
 args="BEYOND_BIN='$BIN' NAPI_BIN='$NAPI_BIN' BENCH_REPS='$reps' BENCH_SECS='$secs' BEYOND_PARTS='$parts' BENCH_KCONFIG='${KCONFIG:-test}'"

@@ -67,8 +67,11 @@ fi
 if has epoll; then
 	for r in $(seq 1 "$REPS"); do
 		for n in ${EPOLL_FDS:-1 16}; do
-			for m in sys single multi; do
-				run "$r" "epoll $m fds=$n" "$BIN" epoll -m "$m" -n "$n" -t "$SECS"
+			for pr in self thread; do
+				popt=; [ "$pr" = thread ] && popt=-p
+				for m in sys single multi; do
+					run "$r" "epoll $m fds=$n producer=$pr" "$BIN" epoll -m "$m" -n "$n" $popt -t "$SECS"
+				done
 			done
 		done
 	done
