@@ -75,17 +75,8 @@ for v in FLOOD_QDS EPOLL_FDS BDEV_SECS BDEV_SPAN_MB BENCH_MEMCG_MB; do
 	[ -z "${!v:-}" ] || args+=" $v='${!v}'"
 done
 
-set +e
-VM_TIMEOUT=$timeout_s bash "$REPO/scripts/vm.sh" --disk -- "$args bash $REPO/scripts/guest/bench-beyond.sh"
-vmrc=$?
-set -e
-
 rc=0
-case "$vmrc" in
-0) ;;
-124) warn "guest hung (no completion within ${timeout_s}s): the report covers what finished"; rc=1 ;;
-*) warn "guest bench exited with status $vmrc (see $RUN/beyond.errors, $RUN/console.log)"; rc=1 ;;
-esac
+run_guest_bench "$timeout_s" "$args bash $REPO/scripts/guest/bench-beyond.sh" beyond || rc=1
 echo
 if [ -s "$RUN/beyond.results" ]; then
 	python3 "$REPO/scripts/bench-beyond-report.py" "$RUN" > "$RUN/beyond.md" || rc=1

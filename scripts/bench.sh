@@ -57,17 +57,8 @@ info "bench: $n cases x $npass passes x $reps reps x ${secs}s (timeout ${timeout
 args="BENCH_BIN='$BIN' BENCH_CASES='$cases' BENCH_REPS='$reps' BENCH_SECS='$secs' BENCH_KCONFIG='${KCONFIG:-test}'"
 [ -z "${HANDOFF_PASSES:-}" ] || args+=" HANDOFF_PASSES='$HANDOFF_PASSES'"
 
-set +e
-VM_TIMEOUT=$timeout_s bash "$REPO/scripts/vm.sh" --disk -- "$args bash $REPO/scripts/guest/bench.sh"
-vmrc=$?
-set -e
-
 rc=0
-case "$vmrc" in
-0) ;;
-124) warn "guest hung (no completion within ${timeout_s}s): the report covers what finished"; rc=1 ;;
-*) warn "guest bench exited with status $vmrc (see $RUN/bench.errors, $RUN/console.log)"; rc=1 ;;
-esac
+run_guest_bench "$timeout_s" "$args bash $REPO/scripts/guest/bench.sh" bench || rc=1
 echo
 if [ -s "$RUN/bench.results" ]; then
 	bash "$REPO/scripts/bench-report.sh" "$RUN" || rc=1

@@ -75,3 +75,17 @@ build_dir() {
 	if [ -n "${BUILD_DIR:-}" ]; then echo "$BUILD_DIR"; return; fi
 	if [ "$a" = x86_64 ]; then echo "$CACHE/build-${KCONFIG:-test}"; else echo "$CACHE/build-$a-${KCONFIG:-test}"; fi
 }
+
+# run_guest_bench TIMEOUT 'guest command' NAME: boot with the scratch disk and run
+# the guest side of a benchmark. Warns and returns 1 if the guest hung or failed
+# ($RUN/NAME.errors and $RUN/console.log say why); the report covers what finished.
+run_guest_bench() {
+	local vmrc=0
+	VM_TIMEOUT=$1 bash "$REPO/scripts/vm.sh" --disk -- "$2" || vmrc=$?
+	case "$vmrc" in
+	0) return 0 ;;
+	124) warn "guest hung (no completion within $1s): the report covers what finished" ;;
+	*) warn "guest bench exited with status $vmrc (see $RUN/$3.errors, $RUN/console.log)" ;;
+	esac
+	return 1
+}
