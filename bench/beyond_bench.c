@@ -128,6 +128,14 @@ static void enter(struct ring *r, unsigned int wait)
 /* ------------------------------------------------------------------------ */
 /* flood: IOSQE_ASYNC NOPs through io-wq                                     */
 
+static void queue_async_nop(struct ring *r)
+{
+	struct io_uring_sqe *sqe = ring_sqe(r);
+
+	sqe->opcode = IORING_OP_NOP;
+	sqe->flags = IOSQE_ASYNC;
+}
+
 static void bench_flood(unsigned int qd, double secs)
 {
 	unsigned long long ops = 0;
@@ -139,12 +147,8 @@ static void bench_flood(unsigned int qd, double secs)
 	struct ring r;
 
 	ring_setup(&r, qd, 0);
-	for (i = 0; i < qd; i++) {
-		struct io_uring_sqe *sqe = ring_sqe(&r);
-
-		sqe->opcode = IORING_OP_NOP;
-		sqe->flags = IOSQE_ASYNC;
-	}
+	for (i = 0; i < qd; i++)
+		queue_async_nop(&r);
 	warm_end = now() + 0.2;
 	for (;;) {
 		enter(&r, 1);
@@ -160,12 +164,8 @@ static void bench_flood(unsigned int qd, double secs)
 			if (now() - a.t >= secs)
 				break;
 		}
-		for (i = 0; i < n; i++) {
-			struct io_uring_sqe *sqe = ring_sqe(&r);
-
-			sqe->opcode = IORING_OP_NOP;
-			sqe->flags = IOSQE_ASYNC;
-		}
+		for (i = 0; i < n; i++)
+			queue_async_nop(&r);
 	}
 	take(&b);
 	printf("bench=flood qd=%u ops=%llu secs=%.3f ops_s=%.1f cpu_pct=%.1f cpu_us_op=%.2f\n",
@@ -262,24 +262,37 @@ static void *ep_producer(void *arg)
 	return NULL;
 }
 
+/* queue one single-shot IORING_OP_EPOLL_WAIT for the round's events */
+static void queue_epoll_wait(struct ep *e)
+{
+	struct io_uring_sqe *sqe = ring_sqe(&e->r);
+
+	sqe->opcode = IORING_OP_EPOLL_WAIT;
+	sqe->fd = e->epfd;
+	sqe->addr = (unsigned long)e->evs;
+	sqe->len = e->nfds;
+}
+
+static void wait_cqe(struct ring *r, struct io_uring_cqe *cqe)
+{
+	while (!ring_cqe(r, cqe))
+		enter(r, 1);
+}
+
 /* Wait until the round's nfds events are in; returns the number of waits. */
 static unsigned int ep_collect(struct ep *e)
 {
 	struct io_uring_cqe cqe;
 	unsigned int waits = 0;
-	bool started = false;
+	bool armed = false;
 	uint64_t one = 1;
 	int got = 0, n;
 
 	/* with a producer, arm single shot first, so it waits for the events */
 	if (e->producer && e->mode == EP_SINGLE) {
-		struct io_uring_sqe *sqe = ring_sqe(&e->r);
-
-		sqe->opcode = IORING_OP_EPOLL_WAIT;
-		sqe->fd = e->epfd;
-		sqe->addr = (unsigned long)e->evs;
-		sqe->len = e->nfds;
+		queue_epoll_wait(e);
 		enter(&e->r, 0);
+		armed = true;
 	}
 	if (e->producer && write(e->go, &one, sizeof(one)) != sizeof(one))
 		fail("eventfd write: %s", strerror(errno));
@@ -292,26 +305,17 @@ static unsigned int ep_collect(struct ep *e)
 			if (n < 0)
 				fail("epoll_wait: %s", strerror(errno));
 			break;
-		case EP_SINGLE: {
-			if (!e->producer || started) {
-				struct io_uring_sqe *sqe = ring_sqe(&e->r);
-
-				sqe->opcode = IORING_OP_EPOLL_WAIT;
-				sqe->fd = e->epfd;
-				sqe->addr = (unsigned long)e->evs;
-				sqe->len = e->nfds;
-			}
-			started = true;
-			while (!ring_cqe(&e->r, &cqe))
-				enter(&e->r, 1);
+		case EP_SINGLE:
+			if (!armed)
+				queue_epoll_wait(e);
+			armed = false;
+			wait_cqe(&e->r, &cqe);
 			if (cqe.res < 0)
 				fail("IORING_OP_EPOLL_WAIT: %s", strerror(-cqe.res));
 			n = cqe.res;
 			break;
-		}
 		default:
-			while (!ring_cqe(&e->r, &cqe))
-				enter(&e->r, 1);
+			wait_cqe(&e->r, &cqe);
 			if (cqe.res < 0 || !(cqe.flags & IORING_CQE_F_MORE))
 				fail("multishot IORING_OP_EPOLL_WAIT ended: res %d", cqe.res);
 			n = cqe.res;
