@@ -20,6 +20,7 @@ args="KSFT=$KS LIBURING=$LIBURING"
 [ -z "${PHASES:-}" ] || args+=" PHASES='$PHASES'"
 [ -z "${HANDOFF_PASSES:-}" ] || args+=" HANDOFF_PASSES='$HANDOFF_PASSES'"
 [ -z "${LIBURING_TIMEOUT:-}" ] || args+=" LIBURING_TIMEOUT='$LIBURING_TIMEOUT'"
+[ -z "${INJECT:-}" ] || args+=" INJECT='$INJECT'"
 
 set +e
 # The handoff tracepoints are on from boot, so the tests that look at them

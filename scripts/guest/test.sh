@@ -7,6 +7,8 @@
 # Environment: KSFT (installed kselftests), LIBURING (liburing test dir),
 # PHASES (kselftest liburing), LIBURING_TESTS (subset, names like fsync.t),
 # HANDOFF_PASSES (sysctl values to run liburing with, when the sysctl exists).
+# INJECT: faults that must turn the verdict red, to show that it can (see
+# README.md): kmsg-warning, ksft-skip, ksft-remove, liburing-truncate.
 RUN=$(pwd)
 PHASES=${PHASES:-kselftest liburing}
 T=${LIBURING_TIMEOUT:-60}
@@ -26,6 +28,8 @@ kmsg() { echo "iou-test: $*" > /dev/kmsg 2>/dev/null; }
 
 sysctl_file=/proc/sys/kernel/io_uring_handoff
 if [ -e "$sysctl_file" ]; then passes=${HANDOFF_PASSES:-1 0}; else passes=base; fi
+echo "$passes" > "$RUN/passes"
+injected() { case " ${INJECT:-} " in *" $1 "*) kmsg "inject $1"; return 0 ;; esac; return 1; }
 
 for phase in $PHASES; do
 case $phase in
@@ -33,10 +37,18 @@ kselftest)
 	for p in $passes; do
 		[ "$p" = base ] || echo "$p" > "$sysctl_file"
 		rm -rf /tmp/iou/ksft; cp -a "$KSFT" /tmp/iou/ksft
+		if injected ksft-remove; then
+			# one program gone from the guest, binary and list entry
+			rm -f /tmp/iou/ksft/io_uring_ops/napi_test
+			sed -i '/:napi_test$/d' /tmp/iou/ksft/kselftest-list.txt
+		fi
+		# a series kselftest that finds no tracefs skips its tracepoint case
+		injected ksft-skip && umount /sys/kernel/tracing
 		log "kselftests (handoff=$p)"
 		kmsg "kselftests handoff=$p"
 		(cd /tmp/iou/ksft && ./run_kselftest.sh) > "$RUN/kselftest.$p.tap" 2>&1
 		echo "# exit=$?" >> "$RUN/kselftest.$p.tap"
+		mountpoint -q /sys/kernel/tracing || mount -t tracefs nodev /sys/kernel/tracing
 		grep -E '^(not )?ok |^# Totals' "$RUN/kselftest.$p.tap" | tail -5
 	done
 	;;
@@ -67,6 +79,14 @@ liburing)
 			fi
 		done
 		cd "$RUN"
+		if injected kmsg-warning; then
+			# a NUL byte on the console, then a splat after it
+			printf 'iou-inject\0\n' > /dev/console
+			echo "WARNING: CPU: 0 PID: $$ injected by INJECT=kmsg-warning" > /dev/kmsg
+		fi
+		if injected liburing-truncate; then
+			head -n 20 "$res" > "$res.cut"; mv "$res.cut" "$res"
+		fi
 		log "liburing (handoff=$p): $(awk '{print $2}' "$res" | sort | uniq -c | tr '\n' ' ')"
 	done
 	;;

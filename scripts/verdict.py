@@ -1,0 +1,524 @@
+#!/usr/bin/env python3
+"""The verdict of a 'make test' run, and the console checks of vm.sh.
+
+  verdict.py summary RUN VM_RC   print the summary of a run folder; exit 1 on
+                                 any failure, 0 when everything held
+  verdict.py race CONSOLE        exit 0 when the console's crash is the TCG
+                                 text-patching race (the one crash vm.sh runs
+                                 again), 1 otherwise; prints why
+  verdict.py splats CONSOLE...   print the kernel splats of the consoles
+
+What is expected comes from the repo: tests/expected.txt (kselftest programs
+and their case counts, KUnit suites, allowed skips), tests/console-allow.txt
+(named console allowances) and tests/liburing-baseline.txt.
+"""
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+EXPECTED = os.path.join(REPO, 'tests', 'expected.txt')
+ALLOW = os.path.join(REPO, 'tests', 'console-allow.txt')
+BASELINE = os.path.join(REPO, 'tests', 'liburing-baseline.txt')
+
+# --- the console ------------------------------------------------------------------
+
+TS = re.compile(r'^\[\s*\d+\.\d+\]\s?')
+
+
+def read_console(path):
+    """Lines of a console log, whatever bytes it holds (NULs, binary, CRs)."""
+    with open(path, 'rb') as f:
+        data = f.read()
+    text = data.replace(b'\0', b'\n').decode('utf-8', 'replace')
+    return [l.rstrip('\r') for l in text.split('\n')]
+
+
+# A kernel report, by the first line it prints. Each name is printed in the
+# summary, so the cause of a red run is named.
+SPLATS = [
+    ('warning', r'WARNING:'),
+    ('bug', r'BUG:|kernel BUG at'),
+    ('slub', r'^BUG [\w.-]+ \((Not t|T)ainted\)'),
+    ('oops', r'Oops|general protection fault|Unable to handle kernel'),
+    ('panic', r'Kernel panic'),
+    ('lockdep', r'possible circular locking|possible recursive locking|'
+                r'inconsistent lock state|DEBUG_LOCKS_WARN_ON|'
+                r'turning off the locking correctness validator|'
+                r'possible irq lock inversion|bad unlock balance|'
+                r'held lock freed|lock held when returning to user space'),
+    ('rcu', r'suspicious RCU usage|rcu: INFO|rcu_\w+ detected stalls'),
+    ('hung task', r'INFO: task .* blocked for more than'),
+    ('lockup', r'soft lockup|hard LOCKUP'),
+    ('ubsan', r'UBSAN:'),
+    ('kasan', r'KASAN:|KFENCE:'),
+    ('kmemleak', r'kmemleak: \d+ new suspected memory leaks|unreferenced object 0x'),
+    ('atomic sleep', r'scheduling while atomic|'
+                     r'sleeping function called from invalid context'),
+    ('list corruption', r'list_add corruption|list_del corruption'),
+    ('refcount', r'refcount_t:'),
+    ('oom', r'invoked oom-killer|Out of memory|oom-kill:|Killed process \d+'),
+    ('call trace', r'Call Trace:'),
+]
+SPLAT_RE = [(n, re.compile(p)) for n, p in SPLATS]
+# the marker lines the guest writes to /dev/kmsg ("iou-test: liburing x.t")
+MARKER = re.compile(r'^iou-test: (kselftests|liburing|inject|done)\b')
+
+
+def load_allowances():
+    """(name, regex) pairs of tests/console-allow.txt: "name<TAB>regex"."""
+    out = []
+    if not os.path.exists(ALLOW):
+        return out
+    with open(ALLOW) as f:
+        for line in f:
+            line = line.rstrip('\n')
+            if not line.strip() or line.startswith('#'):
+                continue
+            name, _, rx = line.partition('\t')
+            out.append((name.strip(), re.compile(rx.strip())))
+    return out
+
+
+def race_block(lines):
+    """(first, last, why) of the 'Oops: int3' report when it is the TCG race.
+
+    Multi-threaded TCG can run a stale translation of a site the kernel
+    live-patched with int3 (text_poke_bp) after the patch completed and its
+    int3 handler was removed. The trap then reports an int3 at an address
+    where memory no longer holds one: in the report's Code: line the byte
+    before the <marked> byte (regs->ip points after the int3) is not cc. A
+    real int3 (padding, a BUG-style trap) shows cc there and is a crash.
+    Returns (None, None, why) when the console has no such report.
+    """
+    for i, l in enumerate(lines):
+        s = TS.sub('', l)
+        if not s.startswith('Oops: int3'):
+            continue
+        last, code, rip = i, None, None
+        for j in range(i + 1, min(len(lines), i + 200)):
+            t = TS.sub('', lines[j])
+            if t.startswith('Code:') and code is None:
+                code = t
+            if t.startswith('RIP: ') and rip is None:
+                rip = t
+            last = j
+            if t.startswith('---[ end trace') or t.startswith('---[ end Kernel panic'):
+                # a panic that follows the oops belongs to it
+                if j + 1 < len(lines) and 'Kernel panic' in TS.sub('', lines[j + 1]):
+                    continue
+                break
+        if code is None or rip is None or not rip.startswith('RIP: 0010:'):
+            return None, None, 'Oops: int3 without a kernel RIP and Code: line: a crash'
+        toks = code.split()[1:]
+        idx = [k for k, t in enumerate(toks) if t.startswith('<')]
+        if not idx or idx[0] == 0:
+            return None, None, 'Oops: int3 whose Code: line has no marked byte: a crash'
+        before = toks[idx[0] - 1].lower()
+        if before == 'cc':
+            return None, None, ('Oops: int3 at %s on a real int3 in memory (cc before the '
+                                'trap address): a crash, not the TCG race' % rip[10:])
+        return i, last, ('Oops: int3 at %s, memory holds %s there (stale TCG translation '
+                         'of patched text)' % (rip[10:], before))
+    return None, None, 'no Oops: int3 on the console'
+
+
+def splats(lines, allow_race=False):
+    """[(name, line)] of the kernel reports on a console."""
+    skip = set()
+    if allow_race:
+        a, b, _ = race_block(lines)
+        if a is not None:
+            skip = set(range(a, b + 1))
+    allow = load_allowances()
+    out = []
+    for i, l in enumerate(lines):
+        if i in skip:
+            continue
+        s = TS.sub('', l)
+        if MARKER.match(s):
+            continue
+        for name, rx in SPLAT_RE:
+            if rx.search(s):
+                if any(arx.search(s) for _, arx in allow):
+                    break
+                out.append((name, l.strip()))
+                break
+    return out
+
+
+# --- expectations -------------------------------------------------------------------
+
+def load_expected():
+    """tests/expected.txt: 'kselftest COLL:PROG CASES', 'kunit SUITE',
+    'skip COLL:PROG CASE reason...'."""
+    ks, ku, skips = {}, [], {}
+    with open(EXPECTED) as f:
+        for n, line in enumerate(f, 1):
+            w = line.split()
+            if not w or w[0].startswith('#'):
+                continue
+            if w[0] == 'kselftest' and len(w) == 3:
+                ks[w[1]] = int(w[2])
+            elif w[0] == 'kunit' and len(w) == 2:
+                ku.append(w[1])
+            elif w[0] == 'skip' and len(w) >= 4:
+                skips[(w[1], w[2])] = ' '.join(w[3:])
+            else:
+                raise SystemExit('%s:%d: cannot parse: %s' % (EXPECTED, n, line.strip()))
+    return ks, ku, skips
+
+
+def load_baseline():
+    base = {}
+    with open(BASELINE) as f:
+        for line in f:
+            w = line.split()
+            if len(w) >= 2 and not w[0].startswith('#'):
+                base[w[0]] = w[1]
+    return base
+
+
+# 'pass-skip NAME reason' lines of tests/expected.txt: a liburing test that
+# passes on the base and may skip here
+def load_liburing_skips():
+    out = {}
+    with open(EXPECTED) as f:
+        for line in f:
+            w = line.split()
+            if len(w) >= 3 and w[0] == 'liburing-skip':
+                out[w[1]] = ' '.join(w[2:])
+    return out
+
+
+# --- the parts of a run ---------------------------------------------------------------
+
+class Verdict:
+    def __init__(self):
+        self.failures = []
+
+    def bad(self, msg):
+        self.failures.append(msg)
+        print('  FAIL: ' + msg)
+
+
+CASE = re.compile(r'^# (not ok|ok) \d+ (\S+)(.*)$')
+PROG_END = re.compile(r'^(not ok|ok) \d+ selftests: (\S+): (\S+)(.*)$')
+PROG_HDR = re.compile(r'^# selftests: (\S+): (\S+)\s*$')
+
+
+def parse_ksft(path):
+    """{COLL:PROG: {'status', 'directive', 'cases': [(name, result)], 'plan'}}, exit"""
+    progs, cur, exit_rc = {}, None, None
+    with open(path, 'rb') as f:
+        text = f.read().replace(b'\0', b'').decode('utf-8', 'replace')
+    for line in text.splitlines():
+        m = PROG_HDR.match(line)
+        if m:
+            cur = {'cases': [], 'status': None, 'directive': '', 'plan': None}
+            progs['%s:%s' % m.groups()] = cur
+            continue
+        m = PROG_END.match(line)
+        if m:
+            key = '%s:%s' % (m.group(2), m.group(3))
+            p = progs.setdefault(key, {'cases': [], 'plan': None})
+            p['status'], p['directive'] = m.group(1), m.group(4).strip()
+            cur = None
+            continue
+        m = re.match(r'^# exit=(\d+)$', line)
+        if m:
+            exit_rc = int(m.group(1))
+            continue
+        if cur is None:
+            continue
+        m = re.match(r'^# 1\.\.(\d+)$', line)
+        if m:
+            cur['plan'] = int(m.group(1))
+            continue
+        m = CASE.match(line)
+        if m:
+            res, name, rest = m.groups()
+            if res == 'not ok':
+                r = 'fail'
+            elif re.search(r'#\s*SKIP', rest, re.I):
+                r = 'skip'
+            else:
+                r = 'pass'
+            cur['cases'].append((name, r, rest.strip()))
+    return progs, exit_rc
+
+
+def check_kselftests(v, run, passes, expected, skips):
+    phases = os.environ.get('PHASES', 'kselftest liburing')
+    if 'kselftest' not in phases:
+        print('kselftest:  not asked for (PHASES=%s)' % phases)
+        return
+    nexp = sum(expected.values())
+    for p in passes:
+        path = os.path.join(run, 'kselftest.%s.tap' % p)
+        if not os.path.exists(path):
+            print('kselftest:  handoff=%s: no results' % p)
+            v.bad('kselftests did not run (handoff=%s): %s missing' % (p, os.path.basename(path)))
+            continue
+        progs, rc = parse_ksft(path)
+        seen_cases = sum(len(x['cases']) for x in progs.values())
+        cnt = {'pass': 0, 'fail': 0, 'skip': 0}
+        for x in progs.values():
+            for _, r, _ in x['cases']:
+                cnt[r] += 1
+        print('kselftest:  handoff=%s: programs expected %d, seen %d; cases expected %d, seen %d:'
+              ' passed %d, failed %d, skipped %d' % (p, len(expected), len(progs), nexp,
+                                                     seen_cases, cnt['pass'], cnt['fail'],
+                                                     cnt['skip']))
+        if rc is None:
+            v.bad('kselftests (handoff=%s): run_kselftest.sh exit status not recorded' % p)
+        elif rc != 0:
+            v.bad('kselftests (handoff=%s): run_kselftest.sh exited %d' % (p, rc))
+        for prog, ncases in sorted(expected.items()):
+            x = progs.get(prog)
+            if x is None:
+                v.bad('kselftest %s did not run (handoff=%s)' % (prog, p))
+                continue
+            if x['status'] is None:
+                v.bad('kselftest %s did not finish (handoff=%s)' % (prog, p))
+            elif x['status'] != 'ok':
+                v.bad('kselftest %s failed (handoff=%s) %s' % (prog, p, x['directive']))
+            elif 'SKIP' in x['directive'].upper():
+                v.bad('kselftest %s skipped as a whole (handoff=%s)' % (prog, p))
+            if len(x['cases']) != ncases:
+                v.bad('kselftest %s ran %d case(s), expected %d (handoff=%s; a new case '
+                      'is added to tests/expected.txt)' % (prog, len(x['cases']), ncases, p))
+            if x['plan'] is not None and x['plan'] != len(x['cases']):
+                v.bad('kselftest %s planned %d case(s) and reported %d (handoff=%s)'
+                      % (prog, x['plan'], len(x['cases']), p))
+            for name, r, rest in x['cases']:
+                if r == 'fail':
+                    v.bad('kselftest %s: %s failed (handoff=%s)' % (prog, name, p))
+                elif r == 'skip':
+                    why = skips.get((prog, name))
+                    if why:
+                        print('            allowed skip: %s %s (%s)' % (prog, name, why))
+                    else:
+                        v.bad('kselftest %s: %s skipped (handoff=%s): %s'
+                              % (prog, name, p, rest.split('SKIP', 1)[-1].strip() or 'no reason'))
+        for prog in sorted(set(progs) - set(expected)):
+            v.bad('kselftest %s ran but is not in tests/expected.txt (handoff=%s)' % (prog, p))
+
+
+def check_kunit(v, run, lines, expected):
+    con = os.path.join(run, 'console.log')
+    if not any('KTAP version' in l for l in lines):
+        print('KUnit:      no KTAP output on the console')
+        v.bad('no KUnit results on the console')
+        return
+    work = os.environ.get('WORK', '')
+    kunit = os.path.join(work, 'tools', 'testing', 'kunit', 'kunit.py')
+    with tempfile.TemporaryDirectory() as td:
+        clean = os.path.join(td, 'console.txt')
+        with open(clean, 'w') as f:
+            f.write('\n'.join(lines) + '\n')
+        js = os.path.join(td, 'kunit.json')
+        r = subprocess.run([sys.executable, kunit, 'parse', '--json=' + js, clean],
+                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        if not os.path.exists(js):
+            print('KUnit:      unparsed')
+            print('\n'.join(r.stdout.splitlines()[-10:]))
+            v.bad('KUnit results could not be parsed from %s' % con)
+            return
+        with open(js) as f:
+            root = json.load(f)
+    suites = {}
+
+    def walk(g, top):
+        for sg in g.get('sub_groups', []):
+            if top:
+                suites[sg['name']] = sg
+            walk(sg, False)
+
+    walk(root, True)
+    m = root.get('misc', {})
+    print('KUnit:      suites expected %d (of the series), seen %d; cases %d: passed %d, '
+          'failed %d, crashed %d, skipped %d' % (len(expected), len(suites), m.get('tests', 0),
+                                                  m.get('passed', 0), m.get('failed', 0),
+                                                  m.get('crashed', 0), m.get('skipped', 0)))
+    if r.returncode != 0 or m.get('failed', 0) or m.get('crashed', 0) or m.get('errors', 0):
+        for l in r.stdout.splitlines():
+            if re.search(r'\[FAILED\]|CRASHED|\[ERROR\]', l):
+                print('            ' + l.strip())
+        v.bad('KUnit failures (kunit.py parse exit %d)' % r.returncode)
+    for s in expected:
+        g = suites.get(s)
+        if g is None:
+            v.bad('KUnit suite %s did not run' % s)
+            continue
+        c = g.get('misc', {})
+        ran = c.get('tests', 0) - c.get('skipped', 0)
+        print('            %s: %d case(s), %d passed, %d skipped'
+              % (s, c.get('tests', 0), c.get('passed', 0), c.get('skipped', 0)))
+        if ran <= 0:
+            v.bad('KUnit suite %s ran no case (all %d skipped)' % (s, c.get('tests', 0)))
+
+
+def check_liburing(v, run, passes):
+    phases = os.environ.get('PHASES', 'kselftest liburing')
+    if 'liburing' not in phases:
+        print('liburing:   not asked for (PHASES=%s)' % phases)
+        return
+    base = load_baseline()
+    allowed_skips = load_liburing_skips()
+    subset = os.environ.get('LIBURING_TESTS', '').split()
+    want = subset or sorted(base)
+    for p in passes:
+        path = os.path.join(run, 'liburing.%s.results' % p)
+        if not os.path.exists(path) or os.path.getsize(path) == 0:
+            print('liburing:   handoff=%s: no results' % p)
+            v.bad('liburing did not run (handoff=%s): %s missing or empty'
+                  % (p, os.path.basename(path)))
+            continue
+        res = {}
+        with open(path) as f:
+            for line in f:
+                w = line.split()
+                if len(w) >= 2:
+                    res[w[0]] = w[1]
+        c = {k: sum(1 for s in res.values() if s == k) for k in ('pass', 'fail', 'skip', 'timeout')}
+        print('liburing:   handoff=%s: expected %d, ran %d: passed %d, failed %d, skipped %d, '
+              'timed out %d' % (p, len(want), len(res), c['pass'], c['fail'], c['skip'],
+                                c['timeout']))
+        missing = [t for t in want if t not in res]
+        if missing:
+            v.bad('liburing (handoff=%s): %d test(s) did not run: %s'
+                  % (p, len(missing), ' '.join(missing[:20]) + (' ...' if len(missing) > 20 else '')))
+        known, regress, newskip, newfail, okskip = [], [], [], [], []
+        for t, st in sorted(res.items()):
+            bst = base.get(t)
+            if bst is None:
+                if st != 'pass':
+                    newfail.append('%s:%s' % (t, st))
+                continue
+            if st == 'pass':
+                continue
+            if st == 'skip':
+                if bst == 'skip':
+                    continue
+                if t in allowed_skips:
+                    okskip.append('%s (%s)' % (t, allowed_skips[t]))
+                elif bst == 'pass':
+                    newskip.append(t)
+                continue
+            if bst == 'pass':
+                regress.append('%s:%s' % (t, st))
+            else:
+                known.append('%s:%s(base:%s)' % (t, st, bst))
+        print('            known failures on base: %d %s' % (len(known), ' '.join(known)))
+        print('            skipped: %s' % ' '.join(t for t, s in sorted(res.items()) if s == 'skip'))
+        for s in okskip:
+            print('            allowed skip: ' + s)
+        if regress:
+            v.bad('liburing regressions against the base (handoff=%s): %s' % (p, ' '.join(regress)))
+        if newskip:
+            v.bad('liburing (handoff=%s): pass on the base, skipped here: %s'
+                  % (p, ' '.join(newskip)))
+        if newfail:
+            v.bad('liburing (handoff=%s): not in the baseline and not passing: %s'
+                  % (p, ' '.join(newfail)))
+
+
+def summary(run, vmrc):
+    v = Verdict()
+    print()
+    print('===================== SUMMARY (%s) =====================' % run)
+    base_kernel = os.environ.get('IOU_KERNEL') == 'base'
+    if vmrc == '124':
+        v.bad('guest hung (no completion before the timeout)')
+    elif vmrc != '0':
+        v.bad('guest command exited with status %s' % vmrc)
+
+    con = os.path.join(run, 'console.log')
+    lines = read_console(con) if os.path.exists(con) else []
+    if not lines:
+        v.bad('no console log (%s)' % con)
+
+    # which handoff passes ran, and which were due
+    passes_file = os.path.join(run, 'passes')
+    ran = open(passes_file).read().split() if os.path.exists(passes_file) else []
+    if base_kernel:
+        want = ['base']
+    else:
+        want = os.environ.get('HANDOFF_PASSES', '1 0').split()
+        if ran == ['base']:
+            v.bad('kernel.io_uring_handoff is missing on a kernel built with the series')
+        elif vmrc in ('0',) and sorted(ran) != sorted(want):
+            v.bad('handoff passes due %s, the guest ran %s' % (' '.join(want), ' '.join(ran) or 'none'))
+    print('kernel:     %s; handoff passes due: %s; run: %s'
+          % ('base (no series)' if base_kernel else 'series', ' '.join(want), ' '.join(ran) or 'none'))
+
+    ks, ku, skips = load_expected()
+    if lines:
+        check_kunit(v, run, lines, [] if base_kernel else ku)
+    if not base_kernel:
+        check_kselftests(v, run, want, ks, skips)
+    check_liburing(v, run, want)
+
+    # the consoles: this run's, and those of every run vm.sh retried
+    consoles = [con] + sorted(os.path.join(run, f) for f in os.listdir(run)
+                              if re.match(r'console\.(crashed|boot-failed)-\d+\.log$', f))
+    nsplat = 0
+    for c in consoles:
+        if not os.path.exists(c):
+            continue
+        retried = c != con
+        got = splats(read_console(c), allow_race=retried)
+        nsplat += len(got)
+        if got:
+            kinds = sorted(set(n for n, _ in got))
+            print('dmesg:      %s: %d report line(s) (%s)' % (os.path.basename(c), len(got),
+                                                             ', '.join(kinds)))
+            for _, l in got[:20]:
+                print('            ' + l)
+            v.bad('kernel splat (%s) on %s' % (', '.join(kinds), c))
+    nlines = len(lines)
+    print('dmesg:      %d report line(s) in %d console(s) (%d lines scanned in %s)'
+          % (nsplat, len([c for c in consoles if os.path.exists(c)]), nlines,
+             os.path.basename(con)))
+    if lines and not any(MARKER.match(TS.sub('', l)) and 'iou-test: done' in l for l in lines) \
+            and vmrc == '0':
+        v.bad('the console does not reach the guest\'s final marker (iou-test: done)')
+    ncrash = len([c for c in consoles if 'crashed' in c])
+    nboot = len([c for c in consoles if 'boot-failed' in c])
+    if ncrash:
+        print('retries:    %d run(s) hit the TCG text-patching race and were run again' % ncrash)
+    if nboot:
+        print('retries:    %d boot(s) hit the TCG text-patching race and were retried' % nboot)
+    print('RESULT: %s (%d failure(s))' % ('PASS' if not v.failures else 'FAIL', len(v.failures)))
+    return 1 if v.failures else 0
+
+
+def main(argv):
+    if len(argv) == 3 and argv[0] == 'summary':
+        return summary(argv[1], argv[2])
+    if len(argv) == 2 and argv[0] == 'race':
+        lines = read_console(argv[1])
+        a, _, why = race_block(lines)
+        print(why)
+        if a is None:
+            return 1
+        rest = splats(lines, allow_race=True)
+        if rest:
+            print('other reports on the console: %s' % rest[0][1])
+            return 1
+        return 0
+    if len(argv) >= 2 and argv[0] == 'splats':
+        for c in argv[1:]:
+            for n, l in splats(read_console(c)):
+                print('%s: [%s] %s' % (c, n, l))
+        return 0
+    sys.stderr.write(__doc__)
+    return 2
+
+
+if __name__ == '__main__':
+    sys.exit(main(sys.argv[1:]))
