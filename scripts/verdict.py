@@ -167,6 +167,8 @@ def load_expected():
                 ku.append(w[1])
             elif w[0] == 'skip' and len(w) >= 4:
                 skips[(w[1], w[2])] = ' '.join(w[3:])
+            elif w[0] in ('liburing-skip', 'liburing-flaky') and len(w) >= 3:
+                pass
             else:
                 raise SystemExit('%s:%d: cannot parse: %s' % (EXPECTED, n, line.strip()))
     return ks, ku, skips
@@ -182,14 +184,13 @@ def load_baseline():
     return base
 
 
-# 'pass-skip NAME reason' lines of tests/expected.txt: a liburing test that
-# passes on the base and may skip here
-def load_liburing_skips():
+def load_liburing(kind):
+    """{test: reason} of the 'liburing-skip' or 'liburing-flaky' lines."""
     out = {}
     with open(EXPECTED) as f:
         for line in f:
             w = line.split()
-            if len(w) >= 3 and w[0] == 'liburing-skip':
+            if len(w) >= 3 and w[0] == kind:
                 out[w[1]] = ' '.join(w[2:])
     return out
 
@@ -368,7 +369,8 @@ def check_liburing(v, run, passes):
         print('liburing:   not asked for (PHASES=%s)' % phases)
         return
     base = load_baseline()
-    allowed_skips = load_liburing_skips()
+    allowed_skips = load_liburing('liburing-skip')
+    flaky = load_liburing('liburing-flaky')
     subset = os.environ.get('LIBURING_TESTS', '').split()
     want = subset or sorted(base)
     for p in passes:
@@ -378,12 +380,14 @@ def check_liburing(v, run, passes):
             v.bad('liburing did not run (handoff=%s): %s missing or empty'
                   % (p, os.path.basename(path)))
             continue
-        res = {}
+        res, runs = {}, {}
         with open(path) as f:
             for line in f:
                 w = line.split()
                 if len(w) >= 2:
                     res[w[0]] = w[1]
+                    r = [x for x in w[2:] if x.startswith('runs=')]
+                    runs[w[0]] = int(r[0][5:]) if r else 1
         c = {k: sum(1 for s in res.values() if s == k) for k in ('pass', 'fail', 'skip', 'timeout')}
         print('liburing:   handoff=%s: expected %d, ran %d: passed %d, failed %d, skipped %d, '
               'timed out %d' % (p, len(want), len(res), c['pass'], c['fail'], c['skip'],
@@ -400,23 +404,26 @@ def check_liburing(v, run, passes):
                     newfail.append('%s:%s' % (t, st))
                 continue
             if st == 'pass':
+                if runs.get(t, 1) > 1:
+                    okskip.append('%s passed on run %d (flaky: %s)' % (t, runs[t], flaky.get(t, '?')))
                 continue
             if st == 'skip':
                 if bst == 'skip':
                     continue
                 if t in allowed_skips:
-                    okskip.append('%s (%s)' % (t, allowed_skips[t]))
+                    okskip.append('%s skipped (%s)' % (t, allowed_skips[t]))
                 elif bst == 'pass':
                     newskip.append(t)
                 continue
-            if bst == 'pass':
-                regress.append('%s:%s' % (t, st))
+            if bst in ('pass', 'skip'):
+                # worse than on the base: a skip there that fails here too
+                regress.append('%s:%s%s' % (t, st, '' if bst == 'pass' else '(base:skip)'))
             else:
                 known.append('%s:%s(base:%s)' % (t, st, bst))
         print('            known failures on base: %d %s' % (len(known), ' '.join(known)))
         print('            skipped: %s' % ' '.join(t for t, s in sorted(res.items()) if s == 'skip'))
         for s in okskip:
-            print('            allowed skip: ' + s)
+            print('            allowed: ' + s)
         if regress:
             v.bad('liburing regressions against the base (handoff=%s): %s' % (p, ' '.join(regress)))
         if newskip:
