@@ -146,6 +146,33 @@ static inline int read_hstat(int ringfd, struct hstat *s)
 	return 0;
 }
 
+/* The HandoffRefused counters, in the order of refused_names */
+struct hrefused {
+	unsigned long v[ARRAY_SIZE(refused_names)];
+};
+
+/* The index of @name in refused_names, or -1. */
+static inline int refused_index(const char *name)
+{
+	unsigned int i;
+
+	for (i = 0; i < ARRAY_SIZE(refused_names); i++)
+		if (!strcmp(refused_names[i], name))
+			return i;
+	return -1;
+}
+
+static inline int read_refused(int ringfd, struct hrefused *s)
+{
+	unsigned int i;
+
+	for (i = 0; i < ARRAY_SIZE(refused_names); i++)
+		if (fdinfo_counter(ringfd, "HandoffRefused", refused_names[i],
+				   &s->v[i]))
+			return -1;
+	return 0;
+}
+
 static inline void hstat_sub(struct hstat *d, const struct hstat *after,
 			     const struct hstat *before)
 {
