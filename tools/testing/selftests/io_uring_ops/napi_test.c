@@ -52,7 +52,9 @@
 #define NR_WAITS	20
 #define WAKER_NS	1000000		/* the waker's period */
 #define WAKER_PRIO	50
+#define WAKER_STAMPS	4096		/* wakeups whose time is kept */
 #define MIN_BUSY_PCT	60
+#define MIN_WAKE_PCT	30		/* of one waker wakeup per ms of waits */
 
 #define NSEC_PER_MSEC	1000000.0
 
@@ -61,6 +63,11 @@ struct waker {
 	bool started;
 	int stop;
 	unsigned long wakeups;
+	/* what the waker thread found itself to be */
+	int policy;
+	int cpu;
+	/* CLOCK_MONOTONIC of its first WAKER_STAMPS wakeups */
+	uint64_t stamp[WAKER_STAMPS];
 };
 
 FIXTURE(napi) {
@@ -184,16 +191,55 @@ static int open_poll_counter(void)
 		       PERF_FLAG_FD_CLOEXEC);
 }
 
+static uint64_t ts_ns(clockid_t clk)
+{
+	struct timespec ts;
+
+	clock_gettime(clk, &ts);
+	return ts.tv_sec * 1000000000ULL + ts.tv_nsec;
+}
+
 static void *waker_fn(void *arg)
 {
 	struct timespec ts = { .tv_nsec = WAKER_NS };
 	struct waker *w = arg;
+	struct sched_param sp;
+	unsigned long n;
 
+	if (pthread_getschedparam(pthread_self(), &w->policy, &sp))
+		w->policy = -1;
+	w->cpu = sched_getcpu();
 	while (!__atomic_load_n(&w->stop, __ATOMIC_ACQUIRE)) {
 		clock_nanosleep(CLOCK_MONOTONIC, 0, &ts, NULL);
-		__atomic_add_fetch(&w->wakeups, 1, __ATOMIC_RELAXED);
+		n = __atomic_fetch_add(&w->wakeups, 1, __ATOMIC_RELAXED);
+		if (n < WAKER_STAMPS)
+			w->stamp[n] = ts_ns(CLOCK_MONOTONIC);
 	}
 	return NULL;
+}
+
+/*
+ * The waker's wakeups that fell inside one of the @nr windows [@start[i],
+ * @end[i]]: there it ran while the test thread, on the same CPU, was in its
+ * busy polling wait. Valid once the waker is stopped.
+ */
+static unsigned long wakeups_within(const struct waker *w,
+				    const uint64_t *start, const uint64_t *end,
+				    int nr)
+{
+	unsigned long i, n = 0, kept;
+	int j;
+
+	kept = w->wakeups < WAKER_STAMPS ? w->wakeups : WAKER_STAMPS;
+	for (i = 0; i < kept; i++) {
+		for (j = 0; j < nr; j++) {
+			if (w->stamp[i] >= start[j] && w->stamp[i] <= end[j]) {
+				n++;
+				break;
+			}
+		}
+	}
+	return n;
 }
 
 /* Returns 0 or an errno value. */
@@ -225,14 +271,6 @@ static void stop_waker(struct waker *w)
 	__atomic_store_n(&w->stop, 1, __ATOMIC_RELEASE);
 	pthread_join(w->thread, NULL);
 	w->started = false;
-}
-
-static uint64_t ts_ns(clockid_t clk)
-{
-	struct timespec ts;
-
-	clock_gettime(clk, &ts);
-	return ts.tv_sec * 1000000000ULL + ts.tv_nsec;
 }
 
 FIXTURE_SETUP(napi)
@@ -377,9 +415,10 @@ TEST_F_TIMEOUT(napi, busy_poll_whole_wait, 120)
 	struct __kernel_timespec ts = { .tv_nsec = WAIT_US * 1000 };
 	struct io_uring_getevents_arg arg = { .ts = (uintptr_t)&ts };
 	uint64_t busy = 0, wall = 0, bmin = UINT64_MAX, bmax = 0;
-	uint64_t c0, m0, b, polls = 0;
+	uint64_t wstart[NR_WAITS], wend[NR_WAITS];
+	uint64_t c0, m0, m1, b, polls = 0;
+	unsigned long wakeups = 0, within;
 	struct io_uring_cqe cqe;
-	unsigned long wakeups = 0;
 	char polls_msg[64];
 	int i, ret, err;
 
@@ -404,9 +443,12 @@ TEST_F_TIMEOUT(napi, busy_poll_whole_wait, 120)
 			      IORING_ENTER_GETEVENTS | IORING_ENTER_EXT_ARG,
 			      &arg, sizeof(arg));
 		err = errno;
+		m1 = ts_ns(CLOCK_MONOTONIC);
 		b = ts_ns(CLOCK_THREAD_CPUTIME_ID) - c0;
 		if (i >= 0) {
-			wall += ts_ns(CLOCK_MONOTONIC) - m0;
+			wstart[i] = m0;
+			wend[i] = m1;
+			wall += m1 - m0;
 			busy += b;
 			bmin = b < bmin ? b : bmin;
 			bmax = b > bmax ? b : bmax;
@@ -444,6 +486,26 @@ TEST_F_TIMEOUT(napi, busy_poll_whole_wait, 120)
 	EXPECT_GE(busy / NR_WAITS, WAIT_US * 1000ULL * MIN_BUSY_PCT / 100) {
 		TH_LOG("the waits busy polled %.2f ms of %d ms on average",
 		       busy / NR_WAITS / NSEC_PER_MSEC, WAIT_US / 1000);
+	}
+	if (!variant->waker)
+		return;
+
+	/*
+	 * The waker must have competed with the busy poll: SCHED_FIFO, on the
+	 * polling CPU, and running while the waits went on, not only between
+	 * them. Where it can't preempt the poll, it gets about one wakeup in
+	 * per wait, at the wait's end.
+	 */
+	within = wakeups_within(&self->waker, wstart, wend, NR_WAITS);
+	ksft_print_msg("waker: %s on cpu %d, %lu wakeups in the waits, %.0f%% of one per ms\n",
+		       self->waker.policy == SCHED_FIFO ? "SCHED_FIFO" : "not SCHED_FIFO",
+		       self->waker.cpu, within,
+		       wall ? 100.0 * within * WAKER_NS / wall : 0.0);
+	EXPECT_EQ(SCHED_FIFO, self->waker.policy);
+	EXPECT_EQ(self->cpu, self->waker.cpu);
+	EXPECT_GE((uint64_t)within * WAKER_NS * 100, wall * MIN_WAKE_PCT) {
+		TH_LOG("the waker ran %lu times in %.1f ms of waits: under %d%% of one per ms",
+		       within, wall / NSEC_PER_MSEC, MIN_WAKE_PCT);
 	}
 }
 
