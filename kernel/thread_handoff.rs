@@ -304,7 +304,8 @@ impl Times {
 ///
 /// # Safety
 ///
-/// `p` must be `current` and `acct` valid for writes.
+/// `p` must be `current`, or a task that is off its CPU and cannot run until this returns (the
+/// KUnit test's never woken kernel threads): nothing but the caller writes its accounting then.
 unsafe fn acct_take(p: *mut Task, acct: &mut bindings::thread_handoff_acct) {
     // SAFETY: `p` is a valid task.
     acct.exec_runtime = unsafe { bindings::sched_exec_runtime_take(p) };
@@ -312,7 +313,8 @@ unsafe fn acct_take(p: *mut Task, acct: &mut bindings::thread_handoff_acct) {
     // The tick updates the CPU times from interrupt context.
     // SAFETY: Paired with the enable below, no sleeping in between.
     unsafe { bindings::local_irq_disable() };
-    // SAFETY: `p` is `current` and interrupts are off, nothing else writes these now.
+    // SAFETY: `p` is `current` and interrupts are off, or `p` cannot run: nothing else writes
+    // these now.
     unsafe {
         acct.utime = ptr::replace(addr_of_mut!((*p).utime), 0);
         acct.stime = ptr::replace(addr_of_mut!((*p).stime), 0);
@@ -330,7 +332,8 @@ unsafe fn acct_take(p: *mut Task, acct: &mut bindings::thread_handoff_acct) {
     // SAFETY: Paired with the disable above.
     unsafe { bindings::local_irq_enable() };
 
-    // SAFETY: `p` is `current`; these counters are only written by the task itself.
+    // SAFETY: These counters are only written by the task itself, which is `current` or cannot
+    // run.
     unsafe {
         acct.min_flt = ptr::replace(addr_of_mut!((*p).min_flt), 0);
         acct.maj_flt = ptr::replace(addr_of_mut!((*p).maj_flt), 0);
@@ -344,7 +347,7 @@ unsafe fn acct_take(p: *mut Task, acct: &mut bindings::thread_handoff_acct) {
 ///
 /// # Safety
 ///
-/// `p` must be `current`.
+/// `p` must be `current`, or a task that cannot run until this returns, as for [`acct_take`].
 unsafe fn acct_add(p: *mut Task, acct: &bindings::thread_handoff_acct) {
     // SAFETY: `p` is a valid task.
     unsafe { bindings::sched_exec_runtime_add(p, acct.exec_runtime) };
@@ -356,7 +359,7 @@ unsafe fn acct_add(p: *mut Task, acct: &bindings::thread_handoff_acct) {
     };
     // SAFETY: Paired with the enable below.
     unsafe { bindings::local_irq_disable() };
-    // SAFETY: `p` is `current` and interrupts are off.
+    // SAFETY: `p` is `current` and interrupts are off, or `p` cannot run.
     unsafe {
         let mut times = Times {
             utime: (*p).utime,
@@ -377,7 +380,7 @@ unsafe fn acct_add(p: *mut Task, acct: &bindings::thread_handoff_acct) {
         nvcsw: acct.nvcsw,
         nivcsw: acct.nivcsw,
     };
-    // SAFETY: `p` is `current`, the only writer of these counters.
+    // SAFETY: `p` is `current`, the only writer of these counters, or cannot run.
     unsafe {
         let mut c = Counters {
             min_flt: (*p).min_flt,
@@ -1018,25 +1021,441 @@ mod tests {
         );
     }
 
+    /// The thread function of a [`Sleeper`], which never gets to run it.
+    unsafe extern "C" fn never_runs(_data: *mut c_void) -> c_int {
+        0
+    }
+
+    /// A kernel thread that is created and never woken.
+    ///
+    /// It sleeps in `kthread()` until dropped, then exits without running its thread function.
+    /// Off its CPU and off the runqueue it does not touch its own accounting: the test is the only
+    /// writer of it, as [`acct_take`] and [`acct_add`] require of a task that is not `current`.
+    struct Sleeper(*mut Task);
+
+    impl Sleeper {
+        fn new(name: &CStr) -> Result<Self> {
+            // SAFETY: `never_runs` is a thread function; `name` is NUL terminated and has no
+            // format specifiers.
+            let t = unsafe {
+                bindings::kthread_create_on_node(
+                    Some(never_runs),
+                    ptr::null_mut(),
+                    bindings::NUMA_NO_NODE,
+                    name.as_char_ptr(),
+                )
+            };
+            let sleeper = Sleeper(kernel::error::from_err_ptr(t)?);
+            // The thread set itself TASK_UNINTERRUPTIBLE before it woke its creator, but may still
+            // be on its way through schedule(), counting the switch: wait until it is off its CPU.
+            // SAFETY: `sleeper.0` is a live task that stays asleep until `sleeper` is dropped.
+            let ncsw =
+                unsafe { bindings::wait_task_inactive(sleeper.0, bindings::TASK_UNINTERRUPTIBLE) };
+            if ncsw == 0 {
+                return Err(EAGAIN);
+            }
+            Ok(sleeper)
+        }
+    }
+
+    impl Drop for Sleeper {
+        fn drop(&mut self) {
+            // SAFETY: `self.0` is a kernel thread that was never woken; kthread_stop() wakes it and
+            // holds a reference on it until it has exited.
+            unsafe { bindings::kthread_stop(self.0) };
+        }
+    }
+
+    /// The task I/O accounting fields that are compiled in.
+    #[derive(Clone, Copy, Default, Debug, PartialEq, Eq)]
+    struct Io {
+        #[cfg(CONFIG_TASK_XACCT)]
+        rchar: u64,
+        #[cfg(CONFIG_TASK_XACCT)]
+        wchar: u64,
+        #[cfg(CONFIG_TASK_XACCT)]
+        syscr: u64,
+        #[cfg(CONFIG_TASK_XACCT)]
+        syscw: u64,
+        #[cfg(CONFIG_TASK_IO_ACCOUNTING)]
+        read_bytes: u64,
+        #[cfg(CONFIG_TASK_IO_ACCOUNTING)]
+        write_bytes: u64,
+        #[cfg(CONFIG_TASK_IO_ACCOUNTING)]
+        cancelled_write_bytes: u64,
+    }
+
+    #[cfg_attr(
+        not(any(CONFIG_TASK_XACCT, CONFIG_TASK_IO_ACCOUNTING)),
+        allow(unused_variables, unused_mut)
+    )]
+    impl Io {
+        /// Distinct values, `base + 1` to `base + 7` in the order of the fields.
+        fn numbered(base: u64) -> Self {
+            Io {
+                #[cfg(CONFIG_TASK_XACCT)]
+                rchar: base.wrapping_add(1),
+                #[cfg(CONFIG_TASK_XACCT)]
+                wchar: base.wrapping_add(2),
+                #[cfg(CONFIG_TASK_XACCT)]
+                syscr: base.wrapping_add(3),
+                #[cfg(CONFIG_TASK_XACCT)]
+                syscw: base.wrapping_add(4),
+                #[cfg(CONFIG_TASK_IO_ACCOUNTING)]
+                read_bytes: base.wrapping_add(5),
+                #[cfg(CONFIG_TASK_IO_ACCOUNTING)]
+                write_bytes: base.wrapping_add(6),
+                #[cfg(CONFIG_TASK_IO_ACCOUNTING)]
+                cancelled_write_bytes: base.wrapping_add(7),
+            }
+        }
+
+        fn of(ioac: &bindings::task_io_accounting) -> Self {
+            Io {
+                #[cfg(CONFIG_TASK_XACCT)]
+                rchar: ioac.rchar,
+                #[cfg(CONFIG_TASK_XACCT)]
+                wchar: ioac.wchar,
+                #[cfg(CONFIG_TASK_XACCT)]
+                syscr: ioac.syscr,
+                #[cfg(CONFIG_TASK_XACCT)]
+                syscw: ioac.syscw,
+                #[cfg(CONFIG_TASK_IO_ACCOUNTING)]
+                read_bytes: ioac.read_bytes,
+                #[cfg(CONFIG_TASK_IO_ACCOUNTING)]
+                write_bytes: ioac.write_bytes,
+                #[cfg(CONFIG_TASK_IO_ACCOUNTING)]
+                cancelled_write_bytes: ioac.cancelled_write_bytes,
+            }
+        }
+
+        fn raw(&self) -> bindings::task_io_accounting {
+            let mut ioac = bindings::task_io_accounting::default();
+            #[cfg(CONFIG_TASK_XACCT)]
+            {
+                ioac.rchar = self.rchar;
+                ioac.wchar = self.wchar;
+                ioac.syscr = self.syscr;
+                ioac.syscw = self.syscw;
+            }
+            #[cfg(CONFIG_TASK_IO_ACCOUNTING)]
+            {
+                ioac.read_bytes = self.read_bytes;
+                ioac.write_bytes = self.write_bytes;
+                ioac.cancelled_write_bytes = self.cancelled_write_bytes;
+            }
+            ioac
+        }
+
+        /// `task_io_accounting_add()`: a C `+=` on each field, which wraps.
+        fn plus(&self, other: &Io) -> Self {
+            Io {
+                #[cfg(CONFIG_TASK_XACCT)]
+                rchar: self.rchar.wrapping_add(other.rchar),
+                #[cfg(CONFIG_TASK_XACCT)]
+                wchar: self.wchar.wrapping_add(other.wchar),
+                #[cfg(CONFIG_TASK_XACCT)]
+                syscr: self.syscr.wrapping_add(other.syscr),
+                #[cfg(CONFIG_TASK_XACCT)]
+                syscw: self.syscw.wrapping_add(other.syscw),
+                #[cfg(CONFIG_TASK_IO_ACCOUNTING)]
+                read_bytes: self.read_bytes.wrapping_add(other.read_bytes),
+                #[cfg(CONFIG_TASK_IO_ACCOUNTING)]
+                write_bytes: self.write_bytes.wrapping_add(other.write_bytes),
+                #[cfg(CONFIG_TASK_IO_ACCOUNTING)]
+                cancelled_write_bytes: self
+                    .cancelled_write_bytes
+                    .wrapping_add(other.cancelled_write_bytes),
+            }
+        }
+    }
+
+    /// The per-thread accounting of a task: what the handoff takes and adds, and the state it
+    /// resets or keeps.
+    #[derive(Clone, Copy, Default, Debug, PartialEq, Eq)]
+    struct Snapshot {
+        times: Times,
+        /// `prev_cputime.utime`, `prev_cputime.stime`.
+        #[cfg(not(CONFIG_VIRT_CPU_ACCOUNTING_NATIVE))]
+        prev_cputime: (u64, u64),
+        /// `se.sum_exec_runtime`, `se.prev_sum_exec_runtime`.
+        runtime: (u64, u64),
+        counters: Counters,
+        io: Io,
+    }
+
+    /// What [`acct_take`] put into a `thread_handoff_acct`.
+    #[derive(Clone, Copy, Default, Debug, PartialEq, Eq)]
+    struct Taken {
+        times: Times,
+        exec_runtime: u64,
+        counters: Counters,
+        io: Io,
+    }
+
+    impl Taken {
+        fn of(acct: &bindings::thread_handoff_acct) -> Self {
+            Taken {
+                times: Times {
+                    utime: acct.utime,
+                    stime: acct.stime,
+                    gtime: acct.gtime,
+                },
+                exec_runtime: acct.exec_runtime,
+                counters: Counters {
+                    min_flt: acct.min_flt,
+                    maj_flt: acct.maj_flt,
+                    nvcsw: acct.nvcsw,
+                    nivcsw: acct.nivcsw,
+                },
+                io: Io::of(&acct.ioac),
+            }
+        }
+    }
+
+    /// Sets `prev_cputime` of `t` under its lock, with interrupts off as in [`acct_take`].
+    ///
+    /// # Safety
+    ///
+    /// `t` must be a valid task.
+    #[cfg(not(CONFIG_VIRT_CPU_ACCOUNTING_NATIVE))]
+    unsafe fn set_prev_cputime(t: *mut Task, (utime, stime): (u64, u64)) {
+        // SAFETY: `t` is valid.
+        let lock = unsafe { addr_of_mut!((*t).prev_cputime.lock) };
+        // SAFETY: Paired with the enable below, no sleeping in between.
+        unsafe { bindings::local_irq_disable() };
+        // SAFETY: `lock` was initialised by fork; paired with the unlock below.
+        unsafe { bindings::raw_spin_lock(lock) };
+        // SAFETY: The lock protects the field.
+        unsafe { (*t).prev_cputime.utime = utime };
+        // SAFETY: As above.
+        unsafe { (*t).prev_cputime.stime = stime };
+        // SAFETY: Taken above.
+        unsafe { bindings::raw_spin_unlock(lock) };
+        // SAFETY: Paired with the disable above.
+        unsafe { bindings::local_irq_enable() };
+    }
+
+    /// Reads `prev_cputime` of `t` under its lock.
+    ///
+    /// # Safety
+    ///
+    /// `t` must be a valid task.
+    #[cfg(not(CONFIG_VIRT_CPU_ACCOUNTING_NATIVE))]
+    unsafe fn prev_cputime(t: *mut Task) -> (u64, u64) {
+        // SAFETY: `t` is valid.
+        let lock = unsafe { addr_of_mut!((*t).prev_cputime.lock) };
+        // SAFETY: Paired with the enable below, no sleeping in between.
+        unsafe { bindings::local_irq_disable() };
+        // SAFETY: `lock` was initialised by fork; paired with the unlock below.
+        unsafe { bindings::raw_spin_lock(lock) };
+        // SAFETY: The lock protects the field.
+        let utime = unsafe { (*t).prev_cputime.utime };
+        // SAFETY: As above.
+        let stime = unsafe { (*t).prev_cputime.stime };
+        // SAFETY: Taken above.
+        unsafe { bindings::raw_spin_unlock(lock) };
+        // SAFETY: Paired with the disable above.
+        unsafe { bindings::local_irq_enable() };
+        (utime, stime)
+    }
+
+    /// Sets the accounting of `t` to `v`.
+    ///
+    /// # Safety
+    ///
+    /// `t` must be the task of a live [`Sleeper`].
+    unsafe fn store(t: *mut Task, v: &Snapshot) {
+        // SAFETY: `t` cannot run, the scheduler does not write the runtime of a sleeping task.
+        unsafe { (*t).se.sum_exec_runtime = v.runtime.0 };
+        // SAFETY: As above.
+        unsafe { (*t).se.prev_sum_exec_runtime = v.runtime.1 };
+        // SAFETY: `t` cannot run; only the task itself and the tick while it runs write these.
+        unsafe { (*t).utime = v.times.utime };
+        // SAFETY: As above.
+        unsafe { (*t).stime = v.times.stime };
+        // SAFETY: As above.
+        unsafe { (*t).gtime = v.times.gtime };
+        // SAFETY: `t` cannot run; only the task itself writes these.
+        unsafe { (*t).min_flt = v.counters.min_flt };
+        // SAFETY: As above.
+        unsafe { (*t).maj_flt = v.counters.maj_flt };
+        // SAFETY: As above.
+        unsafe { (*t).nvcsw = v.counters.nvcsw };
+        // SAFETY: As above.
+        unsafe { (*t).nivcsw = v.counters.nivcsw };
+        // SAFETY: As above.
+        unsafe { (*t).ioac = v.io.raw() };
+        // Last, after the runtime: a cputime_adjust() racing with this store rewrites
+        // `prev_cputime` only before it, see `accounting_moves_and_stays_monotonic`.
+        #[cfg(not(CONFIG_VIRT_CPU_ACCOUNTING_NATIVE))]
+        // SAFETY: `t` is valid.
+        unsafe {
+            set_prev_cputime(t, v.prev_cputime)
+        };
+    }
+
+    /// Reads the accounting of `t`.
+    ///
+    /// # Safety
+    ///
+    /// `t` must be the task of a live [`Sleeper`].
+    unsafe fn load(t: *mut Task) -> Snapshot {
+        // SAFETY: `t` cannot run: the test is the only writer of the fields read here.
+        let utime = unsafe { (*t).utime };
+        // SAFETY: As above.
+        let stime = unsafe { (*t).stime };
+        // SAFETY: As above.
+        let gtime = unsafe { (*t).gtime };
+        // SAFETY: As above.
+        let sum_exec_runtime = unsafe { (*t).se.sum_exec_runtime };
+        // SAFETY: As above.
+        let prev_sum_exec_runtime = unsafe { (*t).se.prev_sum_exec_runtime };
+        // SAFETY: As above.
+        let min_flt = unsafe { (*t).min_flt };
+        // SAFETY: As above.
+        let maj_flt = unsafe { (*t).maj_flt };
+        // SAFETY: As above.
+        let nvcsw = unsafe { (*t).nvcsw };
+        // SAFETY: As above.
+        let nivcsw = unsafe { (*t).nivcsw };
+        // SAFETY: As above.
+        let ioac = unsafe { (*t).ioac };
+        #[cfg(not(CONFIG_VIRT_CPU_ACCOUNTING_NATIVE))]
+        // SAFETY: `t` is valid.
+        let prev = unsafe { prev_cputime(t) };
+        Snapshot {
+            times: Times {
+                utime,
+                stime,
+                gtime,
+            },
+            #[cfg(not(CONFIG_VIRT_CPU_ACCOUNTING_NATIVE))]
+            prev_cputime: prev,
+            runtime: (sum_exec_runtime, prev_sum_exec_runtime),
+            counters: Counters {
+                min_flt,
+                maj_flt,
+                nvcsw,
+                nivcsw,
+            },
+            io: Io::of(&ioac),
+        }
+    }
+
+    /// Reports a mismatch with all values, which the KUnit assertion does not print.
+    fn same<T: PartialEq + core::fmt::Debug>(what: &str, got: &T, want: &T) -> bool {
+        if got != want {
+            pr_err!("{what}: got {got:?}, want {want:?}\n");
+        }
+        got == want
+    }
+
+    /// Takes the accounting of a source and adds it to a destination, both with known, distinct
+    /// values in every field, and checks each field for the exact result: the record holds what
+    /// the source had, the source is left at zero (with its slice delta and a reset
+    /// `prev_cputime`), and the destination holds the sum of its own and the source's values,
+    /// so the counters of the tid that moves with them never go backwards.
+    ///
+    /// The tasks are kernel threads that never run, so no tick, fault or context switch adds to
+    /// the values. Each task's `prev_cputime` adds up to at least its runtime before and after the
+    /// transfer, so a cputime_adjust() from a concurrent reader of its `/proc` stat never writes
+    /// it either.
     #[test]
-    fn accounting_moves_and_stays_monotonic() {
-        // SAFETY: The test thread is `current`.
-        let me = unsafe { bindings::get_current() };
-        // SAFETY: `me` is `current`; the counters are only written by the task itself.
-        let before = unsafe { ((*me).nvcsw, (*me).min_flt, (*me).se.sum_exec_runtime) };
-        // SAFETY: A zeroed accounting record is valid.
-        let mut acct: bindings::thread_handoff_acct = unsafe { core::mem::zeroed() };
-        // SAFETY: `me` is `current`.
-        unsafe { acct_take(me, &mut acct) };
-        // SAFETY: As above.
-        assert_eq!(unsafe { ((*me).nvcsw, (*me).min_flt) }, (0, 0));
-        assert!(acct.nvcsw >= before.0 && acct.min_flt >= before.1);
-        assert!(acct.exec_runtime >= before.2);
-        // SAFETY: `me` is `current`; give everything back.
-        unsafe { acct_add(me, &acct) };
-        // SAFETY: As above.
-        let after = unsafe { ((*me).nvcsw, (*me).min_flt, (*me).se.sum_exec_runtime) };
-        assert!(after.0 >= before.0 && after.1 >= before.1 && after.2 >= before.2);
+    fn accounting_moves_and_stays_monotonic() -> Result {
+        let src0 = Snapshot {
+            times: Times {
+                utime: 3_100,
+                stime: 1_900,
+                gtime: 700,
+            },
+            #[cfg(not(CONFIG_VIRT_CPU_ACCOUNTING_NATIVE))]
+            prev_cputime: (2_900, 2_100),
+            runtime: (5_000, 4_400),
+            counters: Counters {
+                min_flt: 11,
+                maj_flt: 12,
+                nvcsw: 13,
+                nivcsw: 14,
+            },
+            io: Io::numbered(100),
+        };
+        let dst0 = Snapshot {
+            times: Times {
+                utime: 30_000,
+                stime: 40_000,
+                gtime: 5_000,
+            },
+            #[cfg(not(CONFIG_VIRT_CPU_ACCOUNTING_NATIVE))]
+            prev_cputime: (33_000, 42_000),
+            runtime: (70_000, 64_000),
+            counters: Counters {
+                min_flt: 21,
+                maj_flt: 22,
+                nvcsw: 23,
+                nivcsw: 24,
+            },
+            io: Io::numbered(200),
+        };
+
+        let src = Sleeper::new(c"th_acct_src")?;
+        let dst = Sleeper::new(c"th_acct_dst")?;
+        // SAFETY: `src` is live.
+        unsafe { store(src.0, &src0) };
+        // SAFETY: `dst` is live.
+        unsafe { store(dst.0, &dst0) };
+        let mut acct = bindings::thread_handoff_acct::default();
+        // SAFETY: `src.0` is valid and cannot run, see [`Sleeper`].
+        unsafe { acct_take(src.0, &mut acct) };
+        // SAFETY: `dst.0` is valid and cannot run, see [`Sleeper`].
+        unsafe { acct_add(dst.0, &acct) };
+        // SAFETY: `src` is live.
+        let src1 = unsafe { load(src.0) };
+        // SAFETY: `dst` is live.
+        let dst1 = unsafe { load(dst.0) };
+        // A failed assertion ends the test thread: stop the sleepers first.
+        drop(src);
+        drop(dst);
+
+        let taken = Taken {
+            times: src0.times,
+            exec_runtime: src0.runtime.0,
+            counters: src0.counters,
+            io: src0.io,
+        };
+        // Everything at zero but prev_sum_exec_runtime: sched_exec_runtime_take() keeps sum - prev,
+        // the slice used so far (600), so prev becomes 4_400 - 5_000, wrapped as in C.
+        let src_want = Snapshot {
+            runtime: (0, u64::MAX - 599),
+            ..Snapshot::default()
+        };
+        // The sums, written out rather than computed with the `add()`s under test; the runtime
+        // keeps its slice delta (6_000) and `prev_cputime` is the destination's own.
+        let dst_want = Snapshot {
+            times: Times {
+                utime: 33_100,
+                stime: 41_900,
+                gtime: 5_700,
+            },
+            #[cfg(not(CONFIG_VIRT_CPU_ACCOUNTING_NATIVE))]
+            prev_cputime: (33_000, 42_000),
+            runtime: (75_000, 69_000),
+            counters: Counters {
+                min_flt: 32,
+                maj_flt: 34,
+                nvcsw: 36,
+                nivcsw: 38,
+            },
+            io: Io::numbered(200).plus(&Io::numbered(100)),
+        };
+
+        let record_ok = same("record", &Taken::of(&acct), &taken);
+        let src_ok = same("source", &src1, &src_want);
+        let dst_ok = same("destination", &dst1, &dst_want);
+        assert!(record_ok);
+        assert!(src_ok);
+        assert!(dst_ok);
+        Ok(())
     }
 
     /// Reads the reference count of a credential.
