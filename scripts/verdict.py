@@ -33,16 +33,18 @@ def read_console(path):
     """Lines of a console log, whatever bytes it holds (NULs, binary, CRs)."""
     with open(path, 'rb') as f:
         data = f.read()
-    text = data.replace(b'\0', b'\n').decode('utf-8', 'replace')
+    # a NUL may split a word of a report ("WARN\0ING"): drop it
+    text = data.replace(b'\0', b'').decode('utf-8', 'replace')
     return [l.rstrip('\r') for l in text.split('\n')]
 
 
 # A kernel report, by the first line it prints. Each name is printed in the
 # summary, so the cause of a red run is named.
 SPLATS = [
-    ('warning', r'WARNING:'),
+    ('warning', r'WARNING:|-{12}\[ cut here \]-{12}'),
+    ('stack protector', r'stack-protector: Kernel stack is corrupted'),
     ('bug', r'BUG:|kernel BUG at'),
-    ('slub', r'^BUG [\w.-]+ \((Not t|T)ainted\)'),
+    ('slub', r'BUG [\w.:-]+ \((Not tainted|Tainted:[^)]*)\)'),
     ('oops', r'Oops|general protection fault|Unable to handle kernel'),
     ('panic', r'Kernel panic'),
     ('lockdep', r'possible circular locking|possible recursive locking|'
@@ -50,7 +52,8 @@ SPLATS = [
                 r'turning off the locking correctness validator|'
                 r'possible irq lock inversion|bad unlock balance|'
                 r'held lock freed|lock held when returning to user space'),
-    ('rcu', r'suspicious RCU usage|rcu: INFO|rcu_\w+ detected stalls'),
+    ('rcu', r'suspicious RCU usage|rcu: INFO|rcu_\w+ (self-)?detected stall|'
+            r'rcu_\w+ kthread starved'),
     ('hung task', r'INFO: task .* blocked for more than'),
     ('lockup', r'soft lockup|hard LOCKUP'),
     ('ubsan', r'UBSAN:'),
@@ -62,10 +65,16 @@ SPLATS = [
     ('refcount', r'refcount_t:'),
     ('oom', r'invoked oom-killer|Out of memory|oom-kill:|Killed process \d+'),
     ('call trace', r'Call Trace:'),
+    ('printk dropped', r'\*\* \d+ printk messages dropped \*\*'),
+    ('fs error', r'EXT4-fs error|EXT4-fs warning|Buffer I/O error|I/O error, dev '),
 ]
+# kinds an 'Oops: int3' report of the TCG race is made of; inside its block
+# any other kind is still a failure
+RACE_KINDS = {'oops', 'panic', 'call trace'}
 SPLAT_RE = [(n, re.compile(p)) for n, p in SPLATS]
 # the marker lines the guest writes to /dev/kmsg ("iou-test: liburing x.t")
-MARKER = re.compile(r'^iou-test: (kselftests|liburing|inject|done)\b')
+MARKER = re.compile(r'^iou-test: (kselftests handoff=\S+|liburing \S+ handoff=\S+|inject \S+|done)$')
+DONE = re.compile(r'\[\s*\d+\.\d+\]\s?iou-test: done\b')
 
 
 def load_allowances():
@@ -78,7 +87,9 @@ def load_allowances():
             line = line.rstrip('\n')
             if not line.strip() or line.startswith('#'):
                 continue
-            name, _, rx = line.partition('\t')
+            name, tab, rx = line.partition('\t')
+            if not tab or not name.strip() or not rx.strip():
+                raise SystemExit('%s: expected NAME<TAB>REGEX: %s' % (ALLOW, line))
             out.append((name.strip(), re.compile(rx.strip())))
     return out
 
@@ -98,19 +109,26 @@ def race_block(lines):
         s = TS.sub('', l)
         if not s.startswith('Oops: int3'):
             continue
-        last, code, rip = i, None, None
+        # the report runs to '---[ end trace' and, after a fatal exception,
+        # on through the register summary to '---[ end Kernel panic'
+        last, code, rip, end = i, None, None, None
         for j in range(i + 1, min(len(lines), i + 200)):
             t = TS.sub('', lines[j])
             if t.startswith('Code:') and code is None:
                 code = t
             if t.startswith('RIP: ') and rip is None:
                 rip = t
-            last = j
-            if t.startswith('---[ end trace') or t.startswith('---[ end Kernel panic'):
-                # a panic that follows the oops belongs to it
-                if j + 1 < len(lines) and 'Kernel panic' in TS.sub('', lines[j + 1]):
-                    continue
+            if t.startswith('---[ end Kernel panic'):
+                last = j
                 break
+            if t.startswith('---[ end trace') and end is None:
+                end = j
+            if end is not None and j > end + 40:
+                break
+            last = j
+        if end is not None and not any(TS.sub('', lines[k]).startswith('---[ end Kernel panic')
+                                       for k in range(i, last + 1)):
+            last = end
         if code is None or rip is None or not rip.startswith('RIP: 0010:'):
             return None, None, 'Oops: int3 without a kernel RIP and Code: line: a crash'
         toks = code.split()[1:]
@@ -133,17 +151,17 @@ def splats(lines, allow_race=False):
         a, b, _ = race_block(lines)
         if a is not None:
             skip = set(range(a, b + 1))
+    def allowed_here(i, name):
+        return i in skip and name in RACE_KINDS
     allow = load_allowances()
     out = []
     for i, l in enumerate(lines):
-        if i in skip:
-            continue
         s = TS.sub('', l)
         if MARKER.match(s):
             continue
         for name, rx in SPLAT_RE:
             if rx.search(s):
-                if any(arx.search(s) for _, arx in allow):
+                if allowed_here(i, name) or any(arx.search(s) for _, arx in allow):
                     break
                 out.append((name, l.strip()))
                 break
@@ -197,6 +215,20 @@ def load_liburing(kind):
 
 # --- the parts of a run ---------------------------------------------------------------
 
+def phases_asked():
+    """PHASES as the guest reads it: unset or empty means both."""
+    w = (os.environ.get('PHASES') or '').split() or ['kselftest', 'liburing']
+    bad = [x for x in w if x not in ('kselftest', 'liburing')]
+    if bad:
+        raise SystemExit('PHASES: unknown phase(s) %s (kselftest, liburing)' % ' '.join(bad))
+    return w
+
+
+def read_text(path):
+    with open(path, 'rb') as f:
+        return f.read().replace(b'\0', b'').decode('utf-8', 'replace')
+
+
 class Verdict:
     def __init__(self):
         self.failures = []
@@ -206,31 +238,47 @@ class Verdict:
         print('  FAIL: ' + msg)
 
 
-CASE = re.compile(r'^# (not ok|ok) \d+ (\S+)(.*)$')
+CASE = re.compile(r'^# (not ok|ok) (\d+)(?: ([^#]*?))?\s*(?:#\s*(\w+)\b(.*))?$')
 PROG_END = re.compile(r'^(not ok|ok) \d+ selftests: (\S+): (\S+)(.*)$')
 PROG_HDR = re.compile(r'^# selftests: (\S+): (\S+)\s*$')
 
 
 def parse_ksft(path):
-    """{COLL:PROG: {'status', 'directive', 'cases': [(name, result)], 'plan'}}, exit"""
-    progs, cur, exit_rc = {}, None, None
+    """Programs of a run_kselftest.sh TAP file, its exit status and its defects.
+
+    {COLL:PROG: {'status', 'directive', 'cases': [(name, result, text)],
+    'plan'}}, exit status (None if not recorded), [problems]
+    """
+    progs, cur, exit_rc, problems, top_plan, nprog = {}, None, None, [], None, 0
     with open(path, 'rb') as f:
         text = f.read().replace(b'\0', b'').decode('utf-8', 'replace')
     for line in text.splitlines():
+        line = line.rstrip('\r')
         m = PROG_HDR.match(line)
         if m:
-            cur = {'cases': [], 'status': None, 'directive': '', 'plan': None}
-            progs['%s:%s' % m.groups()] = cur
+            key = '%s:%s' % m.groups()
+            if key in progs:
+                problems.append('%s reported twice' % key)
+            cur = {'cases': [], 'status': None, 'directive': '', 'plan': None, 'nums': []}
+            progs[key] = cur
             continue
         m = PROG_END.match(line)
         if m:
             key = '%s:%s' % (m.group(2), m.group(3))
-            p = progs.setdefault(key, {'cases': [], 'plan': None})
+            p = progs.setdefault(key, {'cases': [], 'plan': None, 'nums': []})
             p['status'], p['directive'] = m.group(1), m.group(4).strip()
+            nprog += 1
             cur = None
             continue
+        m = re.match(r'^1\.\.(\d+)$', line)
+        if m and cur is None:
+            top_plan = int(m.group(1))
+            continue
+        if re.match(r'^(# )*Bail out!', line):
+            problems.append('bail out: %s' % line)
+            continue
         m = re.match(r'^# exit=(\d+)$', line)
-        if m:
+        if m and cur is None:
             exit_rc = int(m.group(1))
             continue
         if cur is None:
@@ -241,19 +289,32 @@ def parse_ksft(path):
             continue
         m = CASE.match(line)
         if m:
-            res, name, rest = m.groups()
+            res, num, name, directive, rest = m.groups()
+            directive = (directive or '').upper()
             if res == 'not ok':
                 r = 'fail'
-            elif re.search(r'#\s*SKIP', rest, re.I):
+            elif directive == 'SKIP':
                 r = 'skip'
+            elif directive in ('XFAIL', 'XPASS', 'TODO'):
+                r = 'fail'
             else:
                 r = 'pass'
-            cur['cases'].append((name, r, rest.strip()))
-    return progs, exit_rc
+            cur['cases'].append(((name or '').strip() or '#%s' % num, r,
+                                 ('%s %s' % (directive, rest or '')).strip()))
+            cur['nums'].append(int(num))
+    if top_plan is not None and top_plan != nprog:
+        problems.append('planned %d program(s), %d reported' % (top_plan, nprog))
+    for key, p in progs.items():
+        names = [c[0] for c in p['cases']]
+        if len(set(names)) != len(names):
+            problems.append('%s reports a case twice' % key)
+        if p['nums'] != list(range(1, len(p['nums']) + 1)):
+            problems.append('%s numbers its cases out of sequence' % key)
+    return progs, exit_rc, problems
 
 
 def check_kselftests(v, run, passes, expected, skips):
-    phases = os.environ.get('PHASES', 'kselftest liburing')
+    phases = phases_asked()
     if 'kselftest' not in phases:
         print('kselftest:  not asked for (PHASES=%s)' % phases)
         return
@@ -264,7 +325,9 @@ def check_kselftests(v, run, passes, expected, skips):
             print('kselftest:  handoff=%s: no results' % p)
             v.bad('kselftests did not run (handoff=%s): %s missing' % (p, os.path.basename(path)))
             continue
-        progs, rc = parse_ksft(path)
+        progs, rc, problems = parse_ksft(path)
+        for pr in problems:
+            v.bad('kselftests (handoff=%s): %s' % (p, pr))
         seen_cases = sum(len(x['cases']) for x in progs.values())
         cnt = {'pass': 0, 'fail': 0, 'skip': 0}
         for x in progs.values():
@@ -297,14 +360,14 @@ def check_kselftests(v, run, passes, expected, skips):
                       % (prog, x['plan'], len(x['cases']), p))
             for name, r, rest in x['cases']:
                 if r == 'fail':
-                    v.bad('kselftest %s: %s failed (handoff=%s)' % (prog, name, p))
+                    v.bad('kselftest %s: %s failed (handoff=%s) %s' % (prog, name, p, rest))
                 elif r == 'skip':
                     why = skips.get((prog, name))
                     if why:
                         print('            allowed skip: %s %s (%s)' % (prog, name, why))
                     else:
                         v.bad('kselftest %s: %s skipped (handoff=%s): %s'
-                              % (prog, name, p, rest.split('SKIP', 1)[-1].strip() or 'no reason'))
+                              % (prog, name, p, rest[4:].strip() or 'no reason'))
         for prog in sorted(set(progs) - set(expected)):
             v.bad('kselftest %s ran but is not in tests/expected.txt (handoff=%s)' % (prog, p))
 
@@ -364,7 +427,7 @@ def check_kunit(v, run, lines, expected):
 
 
 def check_liburing(v, run, passes):
-    phases = os.environ.get('PHASES', 'kselftest liburing')
+    phases = phases_asked()
     if 'liburing' not in phases:
         print('liburing:   not asked for (PHASES=%s)' % phases)
         return
@@ -381,13 +444,23 @@ def check_liburing(v, run, passes):
                   % (p, os.path.basename(path)))
             continue
         res, runs = {}, {}
-        with open(path) as f:
-            for line in f:
-                w = line.split()
-                if len(w) >= 2:
-                    res[w[0]] = w[1]
-                    r = [x for x in w[2:] if x.startswith('runs=')]
-                    runs[w[0]] = int(r[0][5:]) if r else 1
+        for n, line in enumerate(read_text(path).splitlines(), 1):
+            w = line.split()
+            if not w:
+                continue
+            r = [re.fullmatch(r'runs=(\d+)', x) for x in w[2:] if x.startswith('runs=')]
+            if len(w) < 2 or w[1] not in ('pass', 'fail', 'skip', 'timeout') or \
+                    (r and not r[0]):
+                v.bad('liburing (handoff=%s): %s line %d malformed: %s'
+                      % (p, os.path.basename(path), n, line.strip()))
+                continue
+            if w[0] in res:
+                v.bad('liburing (handoff=%s): %s reported twice' % (p, w[0]))
+            res[w[0]] = w[1]
+            runs[w[0]] = int(r[0].group(1)) if r else 1
+            if runs[w[0]] > 1 and w[0] not in flaky:
+                v.bad('liburing (handoff=%s): %s ran %d times but is not listed as flaky'
+                      % (p, w[0], runs[w[0]]))
         c = {k: sum(1 for s in res.values() if s == k) for k in ('pass', 'fail', 'skip', 'timeout')}
         print('liburing:   handoff=%s: expected %d, ran %d: passed %d, failed %d, skipped %d, '
               'timed out %d' % (p, len(want), len(res), c['pass'], c['fail'], c['skip'],
@@ -406,6 +479,10 @@ def check_liburing(v, run, passes):
             if st == 'pass':
                 if runs.get(t, 1) > 1:
                     okskip.append('%s passed on run %d (flaky: %s)' % (t, runs[t], flaky.get(t, '?')))
+                continue
+            if runs.get(t, 1) > 1:
+                # a flaky test that failed and then did not pass
+                regress.append('%s:%s after a failed run' % (t, st))
                 continue
             if st == 'skip':
                 if bst == 'skip':
@@ -426,6 +503,11 @@ def check_liburing(v, run, passes):
             print('            allowed: ' + s)
         if regress:
             v.bad('liburing regressions against the base (handoff=%s): %s' % (p, ' '.join(regress)))
+            for t in regress:
+                out = os.path.join(run, 'liburing.%s.out' % p, t.split(':')[0] + '.txt')
+                if os.path.exists(out):
+                    for l in read_text(out).splitlines()[-5:]:
+                        print('            | ' + l)
         if newskip:
             v.bad('liburing (handoff=%s): pass on the base, skipped here: %s'
                   % (p, ' '.join(newskip)))
@@ -434,7 +516,27 @@ def check_liburing(v, run, passes):
                   % (p, ' '.join(newfail)))
 
 
+def use_run_snapshot(run):
+    """Judge by the expectations and parameters the run was started with."""
+    global EXPECTED, ALLOW, BASELINE
+    snap = os.path.join(run, 'repo', 'tests')
+    if os.path.isdir(snap):
+        EXPECTED = os.path.join(snap, 'expected.txt')
+        ALLOW = os.path.join(snap, 'console-allow.txt')
+        BASELINE = os.path.join(snap, 'liburing-baseline.txt')
+    params = os.path.join(run, 'params')
+    if os.path.exists(params):
+        for line in read_text(params).splitlines():
+            k, eq, val = line.partition('=')
+            if eq and k in ('PHASES', 'LIBURING_TESTS', 'HANDOFF_PASSES', 'INJECT'):
+                os.environ[k] = val
+
+
 def summary(run, vmrc):
+    if not os.path.isdir(run):
+        print('no run folder %s' % run)
+        return 1
+    use_run_snapshot(run)
     v = Verdict()
     print()
     print('===================== SUMMARY (%s) =====================' % run)
@@ -451,15 +553,21 @@ def summary(run, vmrc):
 
     # which handoff passes ran, and which were due
     passes_file = os.path.join(run, 'passes')
-    ran = open(passes_file).read().split() if os.path.exists(passes_file) else []
+    ran = read_text(passes_file).split() if os.path.exists(passes_file) else []
+    sysfail = os.path.join(run, 'sysctl-failed')
+    if os.path.exists(sysfail):
+        v.bad('the guest could not set kernel.io_uring_handoff: %s' % read_text(sysfail).strip())
     if base_kernel:
         want = ['base']
     else:
-        want = os.environ.get('HANDOFF_PASSES', '1 0').split()
+        want = (os.environ.get('HANDOFF_PASSES') or '1 0').split()
         if ran == ['base']:
             v.bad('kernel.io_uring_handoff is missing on a kernel built with the series')
         elif vmrc in ('0',) and sorted(ran) != sorted(want):
             v.bad('handoff passes due %s, the guest ran %s' % (' '.join(want), ' '.join(ran) or 'none'))
+    ver = os.path.join(run, 'repo', 'version')
+    print('run of:     %s%s' % (read_text(ver).strip() if os.path.exists(ver) else 'unknown',
+                                ('; INJECT=' + os.environ['INJECT']) if os.environ.get('INJECT') else ''))
     print('kernel:     %s; handoff passes due: %s; run: %s'
           % ('base (no series)' if base_kernel else 'series', ' '.join(want), ' '.join(ran) or 'none'))
 
@@ -487,15 +595,33 @@ def summary(run, vmrc):
             for _, l in got[:20]:
                 print('            ' + l)
             v.bad('kernel splat (%s) on %s' % (', '.join(kinds), c))
+    # what a retried run had finished before it crashed must have held too
+    base = load_baseline()
+    flaky = load_liburing('liburing-flaky')
+    for d in sorted(f for f in os.listdir(run) if re.match(r'crashed-\d+$', f)):
+        dd = os.path.join(run, d)
+        for f in sorted(os.listdir(dd)):
+            path = os.path.join(dd, f)
+            if f.startswith('kselftest.') and f.endswith('.tap'):
+                progs, _, _ = parse_ksft(path)
+                for prog, x in progs.items():
+                    bad = [c[0] for c in x['cases'] if c[1] == 'fail']
+                    if x.get('status') == 'not ok' or bad:
+                        v.bad('%s/%s: %s failed before the crash %s' % (d, f, prog, ' '.join(bad)))
+            elif f.startswith('liburing.') and f.endswith('.results'):
+                for line in read_text(path).splitlines():
+                    w = line.split()
+                    if len(w) >= 2 and w[1] in ('fail', 'timeout') and \
+                            base.get(w[0]) in ('pass', 'skip') and w[0] not in flaky:
+                        v.bad('%s/%s: %s %s before the crash' % (d, f, w[0], w[1]))
     nlines = len(lines)
     print('dmesg:      %d report line(s) in %d console(s) (%d lines scanned in %s)'
           % (nsplat, len([c for c in consoles if os.path.exists(c)]), nlines,
              os.path.basename(con)))
-    if lines and not any(MARKER.match(TS.sub('', l)) and 'iou-test: done' in l for l in lines) \
-            and vmrc == '0':
+    if lines and not any(DONE.search(l) for l in lines) and vmrc == '0':
         v.bad('the console does not reach the guest\'s final marker (iou-test: done)')
-    ncrash = len([c for c in consoles if 'crashed' in c])
-    nboot = len([c for c in consoles if 'boot-failed' in c])
+    ncrash = len([c for c in consoles if os.path.basename(c).startswith('console.crashed-')])
+    nboot = len([c for c in consoles if os.path.basename(c).startswith('console.boot-failed-')])
     if ncrash:
         print('retries:    %d run(s) hit the TCG text-patching race and were run again' % ncrash)
     if nboot:
@@ -516,6 +642,10 @@ def main(argv):
         rest = splats(lines, allow_race=True)
         if rest:
             print('other reports on the console: %s' % rest[0][1])
+            return 1
+        ktap = [l for l in lines if re.match(r'^\s*not ok \d+ ', TS.sub('', l))]
+        if ktap:
+            print('a KUnit failure on the console: %s' % ktap[0].strip())
             return 1
         return 0
     if len(argv) >= 2 and argv[0] == 'splats':

@@ -30,13 +30,21 @@ kmsg() { echo "iou-test: $*" > /dev/kmsg 2>/dev/null; }
 sysctl_file=/proc/sys/kernel/io_uring_handoff
 if [ -e "$sysctl_file" ]; then passes=${HANDOFF_PASSES:-1 0}; else passes=base; fi
 echo "$passes" > "$RUN/passes"
+# set the sysctl and check that it took; the verdict fails on sysctl-failed
+set_handoff() {
+	[ "$1" = base ] && return 0
+	echo "$1" > "$sysctl_file"
+	[ "$(cat "$sysctl_file")" = "$1" ] && return 0
+	echo "writing $1 to $sysctl_file left $(cat "$sysctl_file")" >> "$RUN/sysctl-failed"
+	return 1
+}
 injected() { case " ${INJECT:-} " in *" $1 "*) kmsg "inject $1"; return 0 ;; esac; return 1; }
 
 for phase in $PHASES; do
 case $phase in
 kselftest)
 	for p in $passes; do
-		[ "$p" = base ] || echo "$p" > "$sysctl_file"
+		set_handoff "$p" || continue
 		rm -rf /tmp/iou/ksft; cp -a "$KSFT" /tmp/iou/ksft
 		if injected ksft-remove; then
 			# one program gone from the guest, binary and list entry
@@ -58,11 +66,14 @@ kselftest)
 	;;
 liburing)
 	for p in $passes; do
-		[ "$p" = base ] || echo "$p" > "$sysctl_file"
+		set_handoff "$p" || continue
 		rm -rf /tmp/iou/lu; mkdir -p /tmp/iou/lu
 		cp -a "$LIBURING"/. /tmp/iou/lu/
 		cd /tmp/iou/lu || exit 2
 		res=$RUN/liburing.$p.results; : > "$res"
+		# the output of each test that does not pass, kept off the console
+		# (a test may print "BUG:" itself)
+		outdir=$RUN/liburing.$p.out; rm -rf "$outdir"; mkdir -p "$outdir"
 		if [ -n "$LIBURING_TESTS" ]; then tests=$LIBURING_TESTS; else tests=$(ls *.t); fi
 		flaky=$(awk '$1 == "liburing-flaky" {print $2}' "$EXPECTED" 2>/dev/null | tr '\n' ' ')
 		n=$(echo $tests | wc -w); i=0
@@ -81,13 +92,14 @@ liburing)
 				0) st=pass ;; 77) st=skip ;; 124|137) st=timeout ;; *) st=fail ;;
 				esac
 				[ "$st" != pass ] && [ "$st" != skip ] || break
+				cp "$RUN/lu-out.txt" "$outdir/$t.run$try.txt"
 				[ "$try" = "$runs" ] || log "[$i/$n] $t: $st (rc=$rc), flaky: run $((try + 1)) of $runs"
 			done
 			secs=$(( $(date +%s) - start ))
 			echo "$t $st $secs runs=$try" >> "$res"
 			if [ "$st" != pass ]; then
-				log "[$i/$n] $t: $st (rc=$rc, ${secs}s)"
-				[ "$st" = skip ] || { sed 's/^/    /' "$RUN/lu-out.txt" | tail -15; }
+				cp "$RUN/lu-out.txt" "$outdir/$t.txt"
+				log "[$i/$n] $t: $st (rc=$rc, ${secs}s; output: liburing.$p.out/$t.txt)"
 			fi
 		done
 		cd "$RUN"
