@@ -232,6 +232,8 @@ def read_text(path):
 class Verdict:
     def __init__(self):
         self.failures = []
+        self.passed = 0
+        self.skipped = 0
 
     def bad(self, msg):
         self.failures.append(msg)
@@ -333,6 +335,8 @@ def check_kselftests(v, run, passes, expected, skips):
         for x in progs.values():
             for _, r, _ in x['cases']:
                 cnt[r] += 1
+        v.passed += cnt['pass']
+        v.skipped += cnt['skip']
         print('kselftest:  handoff=%s: programs expected %d, seen %d; cases expected %d, seen %d:'
               ' passed %d, failed %d, skipped %d' % (p, len(expected), len(progs), nexp,
                                                      seen_cases, cnt['pass'], cnt['fail'],
@@ -404,6 +408,8 @@ def check_kunit(v, run, lines, expected):
 
     walk(root, True)
     m = root.get('misc', {})
+    v.passed += m.get('passed', 0)
+    v.skipped += m.get('skipped', 0)
     print('KUnit:      suites expected %d (of the series), seen %d; cases %d: passed %d, '
           'failed %d, crashed %d, skipped %d' % (len(expected), len(suites), m.get('tests', 0),
                                                   m.get('passed', 0), m.get('failed', 0),
@@ -462,6 +468,8 @@ def check_liburing(v, run, passes):
                 v.bad('liburing (handoff=%s): %s ran %d times but is not listed as flaky'
                       % (p, w[0], runs[w[0]]))
         c = {k: sum(1 for s in res.values() if s == k) for k in ('pass', 'fail', 'skip', 'timeout')}
+        v.passed += c['pass']
+        v.skipped += c['skip']
         print('liburing:   handoff=%s: expected %d, ran %d: passed %d, failed %d, skipped %d, '
               'timed out %d' % (p, len(want), len(res), c['pass'], c['fail'], c['skip'],
                                 c['timeout']))
@@ -627,6 +635,9 @@ def summary(run, vmrc):
     if nboot:
         print('retries:    %d boot(s) hit the TCG text-patching race and were retried' % nboot)
     print('RESULT: %s (%d failure(s))' % ('PASS' if not v.failures else 'FAIL', len(v.failures)))
+    # passed and skipped: KUnit cases, kselftest cases and liburing tests;
+    # failed: the FAIL lines above
+    print('verdict: %d passed, %d failed, %d skipped' % (v.passed, len(v.failures), v.skipped))
     return 1 if v.failures else 0
 
 
