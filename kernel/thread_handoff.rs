@@ -1022,6 +1022,11 @@ mod tests {
     }
 
     /// The thread function of a [`Sleeper`], which never gets to run it.
+    ///
+    /// # Safety
+    ///
+    /// Only `kthread()` may call it, with the data pointer given at creation; it touches
+    /// neither.
     unsafe extern "C" fn never_runs(_data: *mut c_void) -> c_int {
         0
     }
