@@ -29,13 +29,16 @@ BASELINE = os.path.join(REPO, 'tests', 'liburing-baseline.txt')
 TS = re.compile(r'^\[\s*\d+\.\d+\]\s?')
 
 
-def read_console(path):
-    """Lines of a console log, whatever bytes it holds (NULs, binary, CRs)."""
+def read_text(path):
+    """A file of a run as text, whatever bytes it holds. NULs are dropped:
+    one may split a word of a report ("WARN\0ING")."""
     with open(path, 'rb') as f:
-        data = f.read()
-    # a NUL may split a word of a report ("WARN\0ING"): drop it
-    text = data.replace(b'\0', b'').decode('utf-8', 'replace')
-    return [l.rstrip('\r') for l in text.split('\n')]
+        return f.read().replace(b'\0', b'').decode('utf-8', 'replace')
+
+
+def read_console(path):
+    """Lines of a console log, without their CRs."""
+    return [l.rstrip('\r') for l in read_text(path).split('\n')]
 
 
 # A kernel report, by the first line it prints. Each name is printed in the
@@ -111,7 +114,7 @@ def race_block(lines):
             continue
         # the report runs to '---[ end trace' and, after a fatal exception,
         # on through the register summary to '---[ end Kernel panic'
-        last, code, rip, end = i, None, None, None
+        last, code, rip, end, panic_end = i, None, None, None, False
         for j in range(i + 1, min(len(lines), i + 200)):
             t = TS.sub('', lines[j])
             if t.startswith('Code:') and code is None:
@@ -119,15 +122,14 @@ def race_block(lines):
             if t.startswith('RIP: ') and rip is None:
                 rip = t
             if t.startswith('---[ end Kernel panic'):
-                last = j
+                last, panic_end = j, True
                 break
             if t.startswith('---[ end trace') and end is None:
                 end = j
             if end is not None and j > end + 40:
                 break
             last = j
-        if end is not None and not any(TS.sub('', lines[k]).startswith('---[ end Kernel panic')
-                                       for k in range(i, last + 1)):
+        if end is not None and not panic_end:
             last = end
         if code is None or rip is None or not rip.startswith('RIP: 0010:'):
             return None, None, 'Oops: int3 without a kernel RIP and Code: line: a crash'
@@ -170,26 +172,36 @@ def splats(lines, allow_race=False):
 
 # --- expectations -------------------------------------------------------------------
 
-def load_expected():
+class Expected:
     """tests/expected.txt: 'kselftest COLL:PROG CASES', 'kunit SUITE',
-    'skip COLL:PROG CASE reason...'."""
-    ks, ku, skips = {}, [], {}
+    'skip COLL:PROG CASE REASON', 'liburing-skip TEST REASON',
+    'liburing-flaky TEST REASON'."""
+
+    def __init__(self):
+        self.kselftests, self.kunit, self.skips = {}, [], {}
+        self.liburing_skips, self.flaky = {}, {}
+
+
+def load_expected():
+    e = Expected()
     with open(EXPECTED) as f:
         for n, line in enumerate(f, 1):
             w = line.split()
             if not w or w[0].startswith('#'):
                 continue
             if w[0] == 'kselftest' and len(w) == 3:
-                ks[w[1]] = int(w[2])
+                e.kselftests[w[1]] = int(w[2])
             elif w[0] == 'kunit' and len(w) == 2:
-                ku.append(w[1])
+                e.kunit.append(w[1])
             elif w[0] == 'skip' and len(w) >= 4:
-                skips[(w[1], w[2])] = ' '.join(w[3:])
-            elif w[0] in ('liburing-skip', 'liburing-flaky') and len(w) >= 3:
-                pass
+                e.skips[(w[1], w[2])] = ' '.join(w[3:])
+            elif w[0] == 'liburing-skip' and len(w) >= 3:
+                e.liburing_skips[w[1]] = ' '.join(w[2:])
+            elif w[0] == 'liburing-flaky' and len(w) >= 3:
+                e.flaky[w[1]] = ' '.join(w[2:])
             else:
                 raise SystemExit('%s:%d: cannot parse: %s' % (EXPECTED, n, line.strip()))
-    return ks, ku, skips
+    return e
 
 
 def load_baseline():
@@ -202,15 +214,9 @@ def load_baseline():
     return base
 
 
-def load_liburing(kind):
-    """{test: reason} of the 'liburing-skip' or 'liburing-flaky' lines."""
-    out = {}
-    with open(EXPECTED) as f:
-        for line in f:
-            w = line.split()
-            if len(w) >= 3 and w[0] == kind:
-                out[w[1]] = ' '.join(w[2:])
-    return out
+def regressed(st, bst):
+    """A failure or timeout where the base passed or skipped."""
+    return st in ('fail', 'timeout') and bst in ('pass', 'skip')
 
 
 # --- the parts of a run ---------------------------------------------------------------
@@ -222,11 +228,6 @@ def phases_asked():
     if bad:
         raise SystemExit('PHASES: unknown phase(s) %s (kselftest, liburing)' % ' '.join(bad))
     return w
-
-
-def read_text(path):
-    with open(path, 'rb') as f:
-        return f.read().replace(b'\0', b'').decode('utf-8', 'replace')
 
 
 class Verdict:
@@ -252,9 +253,7 @@ def parse_ksft(path):
     'plan'}}, exit status (None if not recorded), [problems]
     """
     progs, cur, exit_rc, problems, top_plan, nprog = {}, None, None, [], None, 0
-    with open(path, 'rb') as f:
-        text = f.read().replace(b'\0', b'').decode('utf-8', 'replace')
-    for line in text.splitlines():
+    for line in read_text(path).splitlines():
         line = line.rstrip('\r')
         m = PROG_HDR.match(line)
         if m:
@@ -432,14 +431,11 @@ def check_kunit(v, run, lines, expected):
             v.bad('KUnit suite %s ran no case (all %d skipped)' % (s, c.get('tests', 0)))
 
 
-def check_liburing(v, run, passes):
+def check_liburing(v, run, passes, base, allowed_skips, flaky):
     phases = phases_asked()
     if 'liburing' not in phases:
         print('liburing:   not asked for (PHASES=%s)' % phases)
         return
-    base = load_baseline()
-    allowed_skips = load_liburing('liburing-skip')
-    flaky = load_liburing('liburing-flaky')
     subset = os.environ.get('LIBURING_TESTS', '').split()
     want = subset or sorted(base)
     for p in passes:
@@ -500,7 +496,7 @@ def check_liburing(v, run, passes):
                 elif bst == 'pass':
                     newskip.append(t)
                 continue
-            if bst in ('pass', 'skip'):
+            if regressed(st, bst):
                 # worse than on the base: a skip there that fails here too
                 regress.append('%s:%s%s' % (t, st, '' if bst == 'pass' else '(base:skip)'))
             else:
@@ -571,7 +567,7 @@ def summary(run, vmrc):
         want = (os.environ.get('HANDOFF_PASSES') or '1 0').split()
         if ran == ['base']:
             v.bad('kernel.io_uring_handoff is missing on a kernel built with the series')
-        elif vmrc in ('0',) and sorted(ran) != sorted(want):
+        elif vmrc == '0' and sorted(ran) != sorted(want):
             v.bad('handoff passes due %s, the guest ran %s' % (' '.join(want), ' '.join(ran) or 'none'))
     ver = os.path.join(run, 'repo', 'version')
     print('run of:     %s%s' % (read_text(ver).strip() if os.path.exists(ver) else 'unknown',
@@ -579,12 +575,13 @@ def summary(run, vmrc):
     print('kernel:     %s; handoff passes due: %s; run: %s'
           % ('base (no series)' if base_kernel else 'series', ' '.join(want), ' '.join(ran) or 'none'))
 
-    ks, ku, skips = load_expected()
+    exp = load_expected()
+    base = load_baseline()
     if lines:
-        check_kunit(v, run, lines, [] if base_kernel else ku)
+        check_kunit(v, run, lines, [] if base_kernel else exp.kunit)
     if not base_kernel:
-        check_kselftests(v, run, want, ks, skips)
-    check_liburing(v, run, want)
+        check_kselftests(v, run, want, exp.kselftests, exp.skips)
+    check_liburing(v, run, want, base, exp.liburing_skips, exp.flaky)
 
     # the consoles: this run's, and those of every run vm.sh retried
     consoles = [con] + sorted(os.path.join(run, f) for f in os.listdir(run)
@@ -604,8 +601,6 @@ def summary(run, vmrc):
                 print('            ' + l)
             v.bad('kernel splat (%s) on %s' % (', '.join(kinds), c))
     # what a retried run had finished before it crashed must have held too
-    base = load_baseline()
-    flaky = load_liburing('liburing-flaky')
     for d in sorted(f for f in os.listdir(run) if re.match(r'crashed-\d+$', f)):
         dd = os.path.join(run, d)
         for f in sorted(os.listdir(dd)):
@@ -619,8 +614,8 @@ def summary(run, vmrc):
             elif f.startswith('liburing.') and f.endswith('.results'):
                 for line in read_text(path).splitlines():
                     w = line.split()
-                    if len(w) >= 2 and w[1] in ('fail', 'timeout') and \
-                            base.get(w[0]) in ('pass', 'skip') and w[0] not in flaky:
+                    if len(w) >= 2 and regressed(w[1], base.get(w[0])) and \
+                            w[0] not in exp.flaky:
                         v.bad('%s/%s: %s %s before the crash' % (d, f, w[0], w[1]))
     nlines = len(lines)
     print('dmesg:      %d report line(s) in %d console(s) (%d lines scanned in %s)'

@@ -74,7 +74,8 @@ for attempt in $(seq 1 "$attempts"); do
 	fi
 	if [ -f "$RUN/started" ]; then
 		mkdir -p "$RUN/crashed-$attempt"
-		find "$RUN" -maxdepth 1 -type f ! -name cmd.sh ! -name 'console.*' \
+		# the run's parameters (test.sh's params) hold for the next attempt too
+		find "$RUN" -maxdepth 1 -type f ! -name cmd.sh ! -name params ! -name 'console.*' \
 			-exec mv -t "$RUN/crashed-$attempt" {} +
 		cp "$RUN/console.log" "$RUN/console.crashed-$attempt.log"
 		warn "run $attempt crashed in the guest: $why; retrying"
