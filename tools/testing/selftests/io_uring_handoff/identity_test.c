@@ -1694,6 +1694,7 @@ TEST_F_TIMEOUT(identity, ptraced_never_hands_off, 120)
 struct race {
 	int stop;		/* the child's loop ends */
 	pid_t tid;		/* the submitter's tid */
+	int ringfd;		/* its ring */
 	unsigned long fsyncs;	/* blocking fsyncs done */
 	unsigned long handoffs;	/* of them handed off */
 	unsigned long acts;	/* the second actor's operations */
@@ -1745,6 +1746,7 @@ static void race_fsyncs(struct __test_metadata *_metadata,
 	struct hstat a, b;
 
 	rf_open(_metadata, sf, &rf);
+	rc->ringfd = rf.r.fd;
 	__atomic_store_n(&rc->tid, sys_gettid(), __ATOMIC_RELEASE);
 	ASSERT_EQ(0, read_hstat(rf.r.fd, &a));
 	while (!race_stopped(rc)) {
@@ -2079,6 +2081,60 @@ TEST_F_TIMEOUT(identity, cputime_races_handoffs, 120)
 	__atomic_store_n(&rc->stop, 1, __ATOMIC_RELEASE);
 	ASSERT_EQ(child, waitpid(child, &status, 0));
 	race_report(_metadata, rc, variant->sysctl, "readings");
+	ASSERT_TRUE(WIFEXITED(status)) TH_LOG("status %#x", status);
+	ASSERT_EQ(CHILD_OK, WEXITSTATUS(status));
+}
+
+static void *race_max_workers(void *arg)
+{
+	struct race *rc = arg;
+
+	if (!race_wait_tid(rc)) {
+		RACE_FAIL(rc, "the submitter did not start");
+		return NULL;
+	}
+	while (!race_stopped(rc)) {
+		/* bound, unbound; never below the spares a handoff needs */
+		unsigned int counts[2] = { 4 + rc->acts % 2, 8 };
+
+		if (syscall(__NR_io_uring_register, rc->ringfd,
+			    IORING_REGISTER_IOWQ_MAX_WORKERS, counts, 2)) {
+			RACE_FAIL(rc, "IORING_REGISTER_IOWQ_MAX_WORKERS: %s",
+				  strerror(errno));
+			break;
+		}
+		rc->acts++;
+		usleep(rand() % 500);
+	}
+	return NULL;
+}
+
+/*
+ * Ring registration: another thread sets the io-wq limits of the ring
+ * (IORING_REGISTER_IOWQ_MAX_WORKERS walks the ring's task contexts) while
+ * the submitter hands off and its context moves between tasks. Each call
+ * must succeed (and not crash the kernel).
+ */
+TEST_F_TIMEOUT(identity, iowq_max_workers_races_handoffs, 120)
+{
+	struct race *rc = race_map(_metadata);
+	pid_t child;
+	int status;
+
+	child = fork();
+	ASSERT_LE(0, child);
+	if (!child) {
+		pthread_t t;
+
+		ASSERT_EQ(0, pthread_create(&t, NULL, race_max_workers, rc));
+		race_fsyncs(_metadata, &self->files, rc);
+		pthread_join(t, NULL);
+		_exit(child_status(_metadata));
+	}
+	usleep(RACE_SECS * 1000 * 1000);
+	__atomic_store_n(&rc->stop, 1, __ATOMIC_RELEASE);
+	ASSERT_EQ(child, waitpid(child, &status, 0));
+	race_report(_metadata, rc, variant->sysctl, "limit changes");
 	ASSERT_TRUE(WIFEXITED(status)) TH_LOG("status %#x", status);
 	ASSERT_EQ(CHILD_OK, WEXITSTATUS(status));
 }
