@@ -2011,7 +2011,7 @@ struct cpu_race {
  * values it handed over (Documentation/io_uring/handoff.rst). The process's
  * sums get none.
  */
-#define RACE_CLOCK_SLACK_NS	(2 * 1000 * 1000)
+#define RACE_CLOCK_SLACK_NS	(50 * 1000 * 1000)	/* milliseconds under TCG */
 #define RACE_TICK_SLACK		2	/* clock ticks */
 #define RACE_SWITCH_SLACK	4	/* context switches */
 
