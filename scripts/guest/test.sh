@@ -76,6 +76,8 @@ liburing)
 		outdir=$RUN/liburing.$p.out; rm -rf "$outdir"; mkdir -p "$outdir"
 		if [ -n "$LIBURING_TESTS" ]; then tests=$LIBURING_TESTS; else tests=$(ls *.t); fi
 		flaky=$(awk '$1 == "liburing-flaky" {print $2}' "$EXPECTED" 2>/dev/null | tr '\n' ' ')
+		# TEST=SECONDS for the tests with a timeout of their own
+		own_t=$(awk '$1 == "liburing-timeout" {print $2 "=" $3}' "$EXPECTED" 2>/dev/null | tr '\n' ' ')
 		n=$(echo $tests | wc -w); i=0
 		log "liburing: $n tests (handoff=$p)"
 		for t in $tests; do
@@ -85,12 +87,18 @@ liburing)
 			# a test listed as flaky (tests/expected.txt, with the reason)
 			# runs up to LIBURING_FLAKY_RUNS times until it passes
 			runs=1; case " $flaky " in *" $t "*) runs=${LIBURING_FLAKY_RUNS:-3} ;; esac
+			tt=$T; for x in $own_t; do [ "${x%%=*}" = "$t" ] && tt=${x#*=}; done
 			for try in $(seq 1 "$runs"); do
-				timeout -s INT -k 10 "$T" "./$t" > "$RUN/lu-out.txt" 2>&1
+				timeout -s INT -k 10 "$tt" "./$t" > "$RUN/lu-out.txt" 2>&1
 				rc=$?
 				case $rc in
 				0) st=pass ;; 77) st=skip ;; 124|137) st=timeout ;; *) st=fail ;;
 				esac
+				# what else was running, for a failure that is only slowness
+				if [ "$st" = fail ] || [ "$st" = timeout ]; then
+					{ echo "--- guest after the run (rc=$rc, timeout ${tt}s): loadavg $(cat /proc/loadavg)"
+					  ps -eo pid,stat,time,wchan:24,comm --sort=-time | head -12; } >> "$RUN/lu-out.txt" 2>&1
+				fi
 				[ "$st" != pass ] && [ "$st" != skip ] && [ "$try" != "$runs" ] || break
 				# the last try's output is kept below, like any test's
 				cp "$RUN/lu-out.txt" "$outdir/$t.run$try.txt"
