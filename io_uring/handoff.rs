@@ -6,14 +6,15 @@
 //!
 //! `io_uring_enter()` issues a blockable request inline in blocking mode, with a handoff armed
 //! ([`io_handoff_arm`]): the submitter carries `PF_IO_HANDOFF`. If the issue sleeps, the scheduler
-//! calls [`io_uring_task_sleeping`], which blocks user signals for the rest of the issue, as an
-//! io-wq worker has them, and hands the submitter's identity to an idle io-wq worker. That worker
-//! ([`resume`]) adopts the credentials, submits the rest of the batch, takes over the whole
-//! identity once at the end and returns from `io_uring_enter()` as the submitter. The submitter
-//! finishes the request as a worker ([`io_handoff_complete`]) and joins the pool. A promoted
-//! worker that blocks in turn becomes a worker again without ever having had the identity: only
-//! the task that ends the submission migrates it, from the original submitter, which stays
-//! parked until then.
+//! calls [`io_uring_task_sleeping`], which hands what names the thread (tid, signals,
+//! credentials, futex ownership) to an idle io-wq worker in one critical section, before the
+//! submitter sleeps. That worker ([`resume`]) blocks user signals for the rest of the submission,
+//! as io-wq workers run, submits the rest of the batch, takes over the rest of the identity
+//! (registers, scheduling attributes, ...) once at the end and returns from `io_uring_enter()` as
+//! the submitter. The submitter finishes the request as a worker ([`io_handoff_complete`]) and
+//! joins the pool. A promoted worker that blocks in turn passes the tid on the same way and
+//! becomes a worker again; the rest of the identity is only moved by the task that ends the
+//! submission, from the original submitter, which stays parked until then.
 
 use core::ptr;
 use kernel::{bindings, prelude::*};
@@ -137,10 +138,10 @@ fn fixup_restart(res: c_int) -> c_int {
     }
 }
 
-/// Blocks all signals but `SIGKILL` and `SIGSTOP` for a blocking issue that sleeps, as io-wq
-/// workers run: a request must not fail with `-EINTR` because the submitter has a timer running.
-/// Done when the issue first sleeps rather than when it is armed, so that issues that don't
-/// sleep, most of them, don't pay for it; until then nothing waits for a signal.
+/// Blocks all signals but `SIGKILL` and `SIGSTOP` on a promoted task for the rest of the
+/// submission, as io-wq workers run: a request it issues must not fail with `-EINTR` because the
+/// thread has a timer running. Saves the thread's own mask, which the handoff moved to it, for
+/// [`restore_signals`]. Signals sent meanwhile stay pending on the thread.
 ///
 /// # Safety
 ///
@@ -167,7 +168,8 @@ unsafe fn block_signals(ho: &mut Handoff) {
 ///
 /// # Safety
 ///
-/// `ho` must be `current`'s handoff state, and `current` must have the submitter's identity.
+/// `ho` must be `current`'s handoff state, and `current` must hold the submitter's tid. Doesn't
+/// sleep.
 unsafe fn restore_signals(ho: &mut Handoff) {
     if ho.sigsaved {
         ho.sigsaved = false;
@@ -345,8 +347,9 @@ unsafe fn move_tctx(tctx: *mut Tctx, src: *mut Task, dst: *mut Task) {
         (*tctx).handoff.prev_refs = move_task_refs(tctx, dst);
         (*dst).io_uring = tctx;
         (*src).io_uring = ptr::null_mut();
-        (*dst).io_uring_restrict = (*src).io_uring_restrict;
-        (*src).io_uring_restrict = ptr::null_mut();
+        // The restrictions follow the identity. The worker's own (inherited when it was created)
+        // go to `src`, which frees them when it exits, like any worker.
+        core::mem::swap(&mut (*dst).io_uring_restrict, &mut (*src).io_uring_restrict);
 
         let head = ptr::addr_of_mut!((*tctx).node_list);
         let mut pos = (*head).next;
@@ -366,6 +369,22 @@ unsafe fn move_tctx(tctx: *mut Tctx, src: *mut Task, dst: *mut Task) {
             }
         }
         io_handoff_tw_moved(tctx, src);
+    }
+}
+
+/// Lets `current` sleep in place inside its inline issue: the handoff can't go ahead. A promoted
+/// task gives the thread its own signal mask back first, so that the signals it would handle
+/// interrupt the sleep, which retries the request on io-wq, rather than wait for it with the ring
+/// locked.
+///
+/// # Safety
+///
+/// `ho` must be `current`'s handoff state; `req` its armed request.
+unsafe fn sleep_in_place(ho: &mut Handoff, req: *mut Req, why: bindings::io_handoff_refusal) {
+    // SAFETY: Per the contract.
+    unsafe {
+        refuse(req, why);
+        restore_signals(ho);
     }
 }
 
@@ -392,35 +411,34 @@ pub unsafe extern "C" fn io_uring_task_sleeping(tsk: *mut Task) {
         }
         let ctx: *mut Ctx = (*req).ctx;
 
-        // Whether it hands off or sleeps in place, the issue goes on without user signals.
-        if ho.src.is_null() {
-            block_signals(ho);
-        }
-
         // The issue path relies on ring state it holds under uring_lock.
         if (*ctx).__bindgen_anon_2.submit_lock_depth != 0 {
-            refuse(req, bindings::io_handoff_refusal_IO_HANDOFF_R_LOCK);
+            sleep_in_place(ho, req, bindings::io_handoff_refusal_IO_HANDOFF_R_LOCK);
             return;
         }
         let src = if ho.src.is_null() { tsk } else { ho.src };
         if src == tsk && !bindings::thread_handoff_prepare() {
-            refuse(req, bindings::io_handoff_refusal_IO_HANDOFF_R_PREPARE);
+            sleep_in_place(ho, req, bindings::io_handoff_refusal_IO_HANDOFF_R_PREPARE);
+            return;
+        }
+        // From here until the commit, nothing that names the thread acts on it: see
+        // kernel/thread_handoff.rs.
+        if !bindings::thread_handoff_begin(&mut ho.th) {
+            sleep_in_place(ho, req, bindings::io_handoff_refusal_IO_HANDOFF_R_PREPARE);
             return;
         }
         let dst = bindings::io_wq_handoff_claim((*tctx).io_wq, ho.bound, Some(resume), src);
         if dst.is_null() {
-            refuse(req, bindings::io_handoff_refusal_IO_HANDOFF_R_WORKER);
+            bindings::thread_handoff_abort(&mut ho.th);
+            sleep_in_place(ho, req, bindings::io_handoff_refusal_IO_HANDOFF_R_WORKER);
             return;
         }
-
-        // Claimed: from here on the request is ours to finish as a worker.
+        // Claimed, and `dst` pinned: the tid, the signals and the credentials are its from here
+        // on, and the request is ours to finish as a worker.
+        bindings::thread_handoff_commit(dst, &mut ho.th);
         ho.src = src;
         ho.prev = tsk;
         ho.ctx = ctx;
-        // Our accounting follows the identity; a promoted worker's stays with it.
-        if src == tsk {
-            bindings::thread_handoff_acct_take(&mut ho.acct);
-        }
         let stats = ptr::addr_of_mut!((*ctx).handoff_stats);
         (*stats).handoffs = (*stats).handoffs.wrapping_add(1);
         io_uring_handoff(req, dst);
@@ -491,8 +509,8 @@ unsafe extern "C" fn resume() -> c_long {
             ho.to_submit,
         );
 
-        // Enough of the identity to issue requests on its behalf.
-        bindings::thread_handoff_adopt_creds(src);
+        // We have the tid and the credentials; run the rest of the submission as a worker does.
+        block_signals(ho);
         bindings::put_task_struct_many(prev, ho.prev_refs as c_int);
         ho.prev_refs = 0;
         ho.prev = ptr::null_mut();
@@ -519,7 +537,7 @@ unsafe extern "C" fn resume() -> c_long {
         }
 
         // The submission is done: become the submitter and return to userspace.
-        let finish = bindings::thread_handoff_finish(src, &ho.acct);
+        let finish = bindings::thread_handoff_finish(src);
         if finish != 0 {
             // The tid moved but the register state didn't: this task can't return as it.
             pr_warn!("handoff could not move the register state ({finish})\n");

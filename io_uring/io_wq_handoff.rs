@@ -14,7 +14,11 @@
 //! The claimer runs in the scheduler's pre-sleep hook: nothing here sleeps, allocates or panics.
 
 use core::{mem::offset_of, ptr};
-use kernel::{bindings, prelude::*};
+use kernel::{
+    bindings,
+    prelude::*,
+    sync::atomic::{Acquire, Atomic},
+};
 
 type Task = bindings::task_struct;
 type Worker = bindings::io_worker;
@@ -54,11 +58,42 @@ unsafe fn test_bit(nr: u32, word: *const c_ulong) -> bool {
     unsafe { bindings::test_bit(nr as c_ulong, word) }
 }
 
-/// Claims an idle sleeper of `acct` that can take the identity of `src`.
+/// Takes the `pi_lock` of `task` if it is off its CPU and asleep: then nothing can wake it (wake
+/// ups take the `pi_lock` first) or have it write its own state until the lock is dropped. A
+/// worker that set [`IO_WORKER_F_IDLE_SLEEP`](bindings::IO_WORKER_F_IDLE_SLEEP) may still be on
+/// its way into the scheduler, or already woken by its timeout: then it is not pinned.
 ///
 /// # Safety
 ///
-/// `wq` must be live and `acct` one of its pools, `src` a valid task.
+/// `task` must be valid; interrupts must be off.
+unsafe fn pin_asleep(task: *mut Task) -> bool {
+    // SAFETY: `task` is valid; the lock is the task's own.
+    let lock = unsafe { ptr::addr_of_mut!((*task).pi_lock) };
+    // SAFETY: Interrupts are off, as for every `pi_lock` holder.
+    unsafe { bindings::raw_spin_lock(lock) };
+    // SAFETY: Under `pi_lock` no wake up can start; these are snapshots of fields that the
+    // scheduler only sets again in a wake up. Only the idle sleep of the worker loop counts (no
+    // `TASK_RTLOCK_WAIT` or other sleep on the way), and `on_cpu` is read with acquire, pairing
+    // with the release in finish_task(), as try_to_wake_up() does: the task is done with its
+    // switch out before its fields are written.
+    let asleep = unsafe {
+        ptr::read_volatile(ptr::addr_of!((*task).__state)) == bindings::TASK_INTERRUPTIBLE
+            && ptr::read_volatile(ptr::addr_of!((*task).on_rq)) == 0
+            && Atomic::from_ptr(ptr::addr_of_mut!((*task).on_cpu).cast::<i8>()).load(Acquire) == 0
+    };
+    if !asleep {
+        // SAFETY: Taken above.
+        unsafe { bindings::raw_spin_unlock(lock) };
+    }
+    asleep
+}
+
+/// Claims an idle sleeper of `acct` that can take the identity of `src`. Returns its task with
+/// its `pi_lock` held, see [`pin_asleep`].
+///
+/// # Safety
+///
+/// `wq` must be live and `acct` one of its pools, `src` a valid task; interrupts must be off.
 unsafe fn claim_in(
     wq: *mut Wq,
     acct: *mut Acct,
@@ -87,7 +122,7 @@ unsafe fn claim_in(
                     continue;
                 }
                 let task = (*worker).task;
-                if !bindings::thread_handoff_compatible(src, task) {
+                if !bindings::thread_handoff_compatible(src, task) || !pin_asleep(task) {
                     continue;
                 }
                 bindings::clear_bit(
@@ -112,12 +147,14 @@ unsafe fn claim_in(
 
 /// Claims an idle worker of `wq` to take over the identity of `src`, preferring the pool the
 /// blocked request belongs to. The worker runs `func` instead of the worker loop once
-/// `io_wq_handoff_commit()` lets it go. Returns the worker's task, or NULL if none is idle.
+/// `io_wq_handoff_commit()` lets it go. Returns the worker's task, asleep and with its `pi_lock`
+/// held for the identity move (`thread_handoff_commit()` drops it), or NULL if none is idle.
 ///
 /// # Safety
 ///
 /// `wq` must be the live io-wq of `current`'s io_uring context, `src` a valid task whose
-/// identity is being handed off (`current`, or the task it came from).
+/// identity is being handed off (`current`, or the task it came from); interrupts must be off
+/// (`thread_handoff_begin()` holds `tasklist_lock`).
 #[export]
 pub unsafe extern "C" fn io_wq_handoff_claim(
     wq: *mut Wq,

@@ -10,13 +10,21 @@
 //!
 //! The C entry points are thin: each converts its raw pointers once and calls into the code
 //! below. Everything that runs on the source side ([`thread_handoff_allowed`],
-//! [`thread_handoff_compatible`], [`thread_handoff_prepare`], [`thread_handoff_acct_take`]) is
-//! called from the scheduler's pre-sleep hook, so it must not sleep, allocate or panic: it only
-//! reads task fields, and the accounting arithmetic wraps instead of overflowing.
+//! [`thread_handoff_compatible`], [`thread_handoff_prepare`], [`thread_handoff_begin`],
+//! [`thread_handoff_commit`], [`thread_handoff_abort`]) is called from the scheduler's pre-sleep
+//! hook, so it must not sleep, allocate or panic: it takes spinning locks only (the threadgroup
+//! exclusion only if it is free), and the accounting arithmetic wraps instead of overflowing.
+//!
+//! The move has two parts. [`commit`] moves, in one critical section under `tasklist_lock` and
+//! the siglock, everything through which another task reaches the thread, while the source is
+//! `current` and the destination asleep and pinned under its `pi_lock`: no tid lookup finds a
+//! half moved thread. [`finish`] then moves, on the destination, what only the thread itself
+//! uses, from the source, which stays parked until then.
 
 use core::ptr::{self, addr_of, addr_of_mut};
 use kernel::{
     bindings,
+    cpumask::{Cpumask, CpumaskVar},
     prelude::*,
     sync::atomic::{Atomic, Release},
 };
@@ -265,148 +273,211 @@ unsafe fn list_empty(head: *const bindings::list_head) -> bool {
     ptr::eq(next.cast_const(), head)
 }
 
-/// Per-thread counters that follow the tid.
-#[derive(Clone, Copy, Default, Debug, PartialEq, Eq)]
-struct Counters {
-    min_flt: usize,
-    maj_flt: usize,
-    nvcsw: usize,
-    nivcsw: usize,
-}
-
-impl Counters {
-    /// Adds `other` to `self`. The counters are monotonic statistics that C lets wrap: wrap too.
-    fn add(&mut self, other: &Counters) {
-        self.min_flt = self.min_flt.wrapping_add(other.min_flt);
-        self.maj_flt = self.maj_flt.wrapping_add(other.maj_flt);
-        self.nvcsw = self.nvcsw.wrapping_add(other.nvcsw);
-        self.nivcsw = self.nivcsw.wrapping_add(other.nivcsw);
-    }
-}
-
-/// CPU times that follow the tid.
-#[derive(Clone, Copy, Default, Debug, PartialEq, Eq)]
-struct Times {
-    utime: u64,
-    stime: u64,
-    gtime: u64,
-}
-
-impl Times {
-    fn add(&mut self, other: &Times) {
-        self.utime = self.utime.wrapping_add(other.utime);
-        self.stime = self.stime.wrapping_add(other.stime);
-        self.gtime = self.gtime.wrapping_add(other.gtime);
-    }
-}
-
-/// Takes the per-thread accounting off `p` into `acct`, leaving `p`'s counters at zero.
+/// Reads the per-thread accounting of `p` that follows its tid.
 ///
 /// # Safety
 ///
-/// `p` must be `current`, or a task that is off its CPU and cannot run until this returns (the
-/// KUnit test's never woken kernel threads): nothing but the caller writes its accounting then.
-unsafe fn acct_take(p: *mut Task, acct: &mut bindings::thread_handoff_acct) {
-    // SAFETY: `p` is a valid task.
-    acct.exec_runtime = unsafe { bindings::sched_exec_runtime_take(p) };
-
-    // The tick updates the CPU times from interrupt context.
-    // SAFETY: Paired with the enable below, no sleeping in between.
-    unsafe { bindings::local_irq_disable() };
-    // SAFETY: `p` is `current` and interrupts are off, or `p` cannot run: nothing else writes
-    // these now.
+/// Interrupts must be off (the tick writes the CPU times from interrupt context), and `p` must be
+/// `current`, or a task that is off its CPU whose `pi_lock` the caller holds, so that it cannot
+/// run until this returns: nothing but the caller writes its accounting then.
+unsafe fn acct_read(p: *mut Task) -> bindings::thread_handoff_acct {
+    // SAFETY: `p` is `current` with interrupts off, or blocked with its `pi_lock` held, as
+    // sched_exec_runtime_read() requires.
+    let exec_runtime = unsafe { bindings::sched_exec_runtime_read(p) };
+    // SAFETY: `p` is `current` and interrupts are off, or `p` cannot run: nothing writes these
+    // now, the counters are only written by the task itself.
     unsafe {
-        acct.utime = ptr::replace(addr_of_mut!((*p).utime), 0);
-        acct.stime = ptr::replace(addr_of_mut!((*p).stime), 0);
-        acct.gtime = ptr::replace(addr_of_mut!((*p).gtime), 0);
-    }
-    #[cfg(not(CONFIG_VIRT_CPU_ACCOUNTING_NATIVE))]
-    // SAFETY: `prev_cputime` is protected by its raw lock; interrupts are off.
-    unsafe {
-        let lock = addr_of_mut!((*p).prev_cputime.lock);
-        bindings::raw_spin_lock(lock);
-        (*p).prev_cputime.utime = 0;
-        (*p).prev_cputime.stime = 0;
-        bindings::raw_spin_unlock(lock);
-    }
-    // SAFETY: Paired with the disable above.
-    unsafe { bindings::local_irq_enable() };
-
-    // SAFETY: These counters are only written by the task itself, which is `current` or cannot
-    // run.
-    unsafe {
-        acct.min_flt = ptr::replace(addr_of_mut!((*p).min_flt), 0);
-        acct.maj_flt = ptr::replace(addr_of_mut!((*p).maj_flt), 0);
-        acct.nvcsw = ptr::replace(addr_of_mut!((*p).nvcsw), 0);
-        acct.nivcsw = ptr::replace(addr_of_mut!((*p).nivcsw), 0);
-        acct.ioac = ptr::replace(addr_of_mut!((*p).ioac), core::mem::zeroed());
-    }
-}
-
-/// Adds the accounting in `acct` to `p`.
-///
-/// # Safety
-///
-/// `p` must be `current`, or a task that cannot run until this returns, as for [`acct_take`].
-unsafe fn acct_add(p: *mut Task, acct: &bindings::thread_handoff_acct) {
-    // SAFETY: `p` is a valid task.
-    unsafe { bindings::sched_exec_runtime_add(p, acct.exec_runtime) };
-
-    let moved = Times {
-        utime: acct.utime,
-        stime: acct.stime,
-        gtime: acct.gtime,
-    };
-    // SAFETY: Paired with the enable below.
-    unsafe { bindings::local_irq_disable() };
-    // SAFETY: `p` is `current` and interrupts are off, or `p` cannot run.
-    unsafe {
-        let mut times = Times {
+        bindings::thread_handoff_acct {
             utime: (*p).utime,
             stime: (*p).stime,
             gtime: (*p).gtime,
-        };
-        times.add(&moved);
-        (*p).utime = times.utime;
-        (*p).stime = times.stime;
-        (*p).gtime = times.gtime;
-    }
-    // SAFETY: Paired with the disable above.
-    unsafe { bindings::local_irq_enable() };
-
-    let moved = Counters {
-        min_flt: acct.min_flt,
-        maj_flt: acct.maj_flt,
-        nvcsw: acct.nvcsw,
-        nivcsw: acct.nivcsw,
-    };
-    // SAFETY: `p` is `current`, the only writer of these counters, or cannot run.
-    unsafe {
-        let mut c = Counters {
+            exec_runtime,
             min_flt: (*p).min_flt,
             maj_flt: (*p).maj_flt,
             nvcsw: (*p).nvcsw,
             nivcsw: (*p).nivcsw,
-        };
-        c.add(&moved);
-        (*p).min_flt = c.min_flt;
-        (*p).maj_flt = c.maj_flt;
-        (*p).nvcsw = c.nvcsw;
-        (*p).nivcsw = c.nivcsw;
-        let mut ioac = acct.ioac;
-        bindings::task_io_accounting_add(addr_of_mut!((*p).ioac), &mut ioac);
+            ioac: (*p).ioac,
+        }
+    }
+}
+
+/// Runs `f` on the `prev_cputime` of `p`, the utime/stime split reported so far, under its lock.
+///
+/// # Safety
+///
+/// `p` must be a valid task and interrupts off; `f` must not sleep.
+#[cfg(not(CONFIG_VIRT_CPU_ACCOUNTING_NATIVE))]
+unsafe fn with_prev_cputime<R>(
+    p: *mut Task,
+    f: impl FnOnce(&mut bindings::prev_cputime) -> R,
+) -> R {
+    // SAFETY: `p` is valid; the raw lock protects the split.
+    let prev = unsafe { addr_of_mut!((*p).prev_cputime) };
+    // SAFETY: The lock was initialised by fork; interrupts are off, as cputime_adjust() has them.
+    unsafe { bindings::raw_spin_lock(addr_of_mut!((*prev).lock)) };
+    // SAFETY: Under the lock.
+    let ret = f(unsafe { &mut *prev });
+    // SAFETY: Taken above.
+    unsafe { bindings::raw_spin_unlock(addr_of_mut!((*prev).lock)) };
+    ret
+}
+
+/// Keeps the sums over the thread group what they were when the per-thread accounting of a task
+/// changes from `old` to `new` ([`acct_set`]): adds the difference to the totals of the exited
+/// threads in `sig`. The fields are sums that wrap in C; a total may go "below zero" for as long
+/// as the task that still counts the same time lives, and its exit adds its counts back.
+///
+/// # Safety
+///
+/// `sig` must be valid, with its siglock and `stats_lock` held for writing.
+unsafe fn rebalance(
+    sig: *mut bindings::signal_struct,
+    old: &bindings::thread_handoff_acct,
+    new: &bindings::thread_handoff_acct,
+) {
+    // SAFETY: Under the locks that protect these sums.
+    let sig = unsafe { &mut *sig };
+    sig.utime = sig.utime.wrapping_add(old.utime).wrapping_sub(new.utime);
+    sig.stime = sig.stime.wrapping_add(old.stime).wrapping_sub(new.stime);
+    sig.gtime = sig.gtime.wrapping_add(old.gtime).wrapping_sub(new.gtime);
+    sig.sum_sched_runtime = sig
+        .sum_sched_runtime
+        .wrapping_add(old.exec_runtime)
+        .wrapping_sub(new.exec_runtime);
+    sig.min_flt = sig
+        .min_flt
+        .wrapping_add(old.min_flt)
+        .wrapping_sub(new.min_flt);
+    sig.maj_flt = sig
+        .maj_flt
+        .wrapping_add(old.maj_flt)
+        .wrapping_sub(new.maj_flt);
+    sig.nvcsw = sig.nvcsw.wrapping_add(old.nvcsw).wrapping_sub(new.nvcsw);
+    sig.nivcsw = sig.nivcsw.wrapping_add(old.nivcsw).wrapping_sub(new.nivcsw);
+    let (s, o, n) = (&mut sig.ioac, &old.ioac, &new.ioac);
+    #[cfg(CONFIG_TASK_XACCT)]
+    {
+        s.rchar = s.rchar.wrapping_add(o.rchar).wrapping_sub(n.rchar);
+        s.wchar = s.wchar.wrapping_add(o.wchar).wrapping_sub(n.wchar);
+        s.syscr = s.syscr.wrapping_add(o.syscr).wrapping_sub(n.syscr);
+        s.syscw = s.syscw.wrapping_add(o.syscw).wrapping_sub(n.syscw);
+    }
+    #[cfg(CONFIG_TASK_IO_ACCOUNTING)]
+    {
+        s.read_bytes = s
+            .read_bytes
+            .wrapping_add(o.read_bytes)
+            .wrapping_sub(n.read_bytes);
+        s.write_bytes = s
+            .write_bytes
+            .wrapping_add(o.write_bytes)
+            .wrapping_sub(n.write_bytes);
+        s.cancelled_write_bytes = s
+            .cancelled_write_bytes
+            .wrapping_add(o.cancelled_write_bytes)
+            .wrapping_sub(n.cancelled_write_bytes);
+    }
+    #[cfg(not(any(CONFIG_TASK_XACCT, CONFIG_TASK_IO_ACCOUNTING)))]
+    let _ = (s, o, n);
+}
+
+/// The utime/stime split reported for `p` so far (`prev_cputime`).
+///
+/// # Safety
+///
+/// `p` must be a valid task and interrupts off.
+#[cfg(not(CONFIG_VIRT_CPU_ACCOUNTING_NATIVE))]
+unsafe fn split_read(p: *mut Task) -> (u64, u64) {
+    // SAFETY: Per the contract.
+    unsafe { with_prev_cputime(p, |prev| (prev.utime, prev.stime)) }
+}
+
+/// Makes a split read by [`split_read`] the one reported for `p`, along with the times
+/// [`acct_set`] gives it: the split reported for the tid continues where it was.
+///
+/// # Safety
+///
+/// `p` must be a valid task and interrupts off.
+#[cfg(not(CONFIG_VIRT_CPU_ACCOUNTING_NATIVE))]
+unsafe fn split_set(p: *mut Task, (utime, stime): (u64, u64)) {
+    // SAFETY: Per the contract.
+    unsafe {
+        with_prev_cputime(p, |prev| {
+            prev.utime = utime;
+            prev.stime = stime;
+        })
+    }
+}
+
+/// With native virtual CPU accounting nothing rescales the split: there is none to carry.
+#[cfg(CONFIG_VIRT_CPU_ACCOUNTING_NATIVE)]
+unsafe fn split_read(_p: *mut Task) -> (u64, u64) {
+    (0, 0)
+}
+
+#[cfg(CONFIG_VIRT_CPU_ACCOUNTING_NATIVE)]
+unsafe fn split_set(_p: *mut Task, _split: (u64, u64)) {}
+
+/// Makes `acct` the per-thread accounting of `p`, whose accounting read `old` ([`acct_read`]).
+/// The runtime keeps `p`'s slice delta (`sum_exec_runtime - prev_sum_exec_runtime`).
+///
+/// # Safety
+///
+/// Interrupts must be off and the caller must hold `p`'s `pi_lock`; `p` must be off its CPU and
+/// so unable to run until this returns.
+unsafe fn acct_set(
+    p: *mut Task,
+    acct: &bindings::thread_handoff_acct,
+    old: &bindings::thread_handoff_acct,
+) {
+    let delta = acct.exec_runtime.wrapping_sub(old.exec_runtime);
+    // SAFETY: The caller holds `p`'s `pi_lock`, as sched_exec_runtime_add() requires; adding the
+    // wrapped difference sets the runtime.
+    unsafe { bindings::sched_exec_runtime_add(p, delta) };
+    // SAFETY: `p` cannot run and interrupts are off: nothing else writes these now.
+    unsafe {
+        (*p).utime = acct.utime;
+        (*p).stime = acct.stime;
+        (*p).gtime = acct.gtime;
+        (*p).min_flt = acct.min_flt;
+        (*p).maj_flt = acct.maj_flt;
+        (*p).nvcsw = acct.nvcsw;
+        (*p).nivcsw = acct.nivcsw;
+        (*p).ioac = acct.ioac;
+    }
+}
+
+/// Gives `dst` the per-thread accounting of `src`, before `dst` takes over `src`'s tid, and keeps
+/// the process's sums: `src` keeps its own counts and `dst`'s are added to the exited threads'.
+/// Whoever reads the tid sees the same counts on `dst` as on `src`, and one that looked `src` up
+/// before the tid moves and reads it after still reads them: nothing goes back.
+///
+/// # Safety
+///
+/// `src` must be `current`, `dst` unable to run (its `pi_lock` held), interrupts off, `sig` the
+/// signal struct of both with its siglock and `stats_lock` held.
+unsafe fn acct_move(dst: *mut Task, src: *mut Task, sig: *mut bindings::signal_struct) {
+    // SAFETY: Per the contract.
+    unsafe {
+        let old = acct_read(dst);
+        let new = acct_read(src);
+        let split = split_read(src);
+        acct_set(dst, &new, &old);
+        split_set(dst, split);
+        rebalance(sig, &old, &new);
     }
 }
 
 /// Makes `src`'s credentials the credentials of `dst`, both real and effective.
 ///
 /// This is not `commit_creds()`: the process is not changing credentials, an existing identity
-/// moves between two of its tasks, and neither changes its own creds while a handoff is in
-/// flight.
+/// moves between two of its tasks, and neither changes its own creds while it moves.
 ///
 /// # Safety
 ///
-/// `dst` must be `current`, `src` a valid, blocked task of the same thread group.
+/// Of `src` and `dst`, tasks of the same thread group, one must be `current` and the other
+/// unable to run until this returns (asleep, with its `pi_lock` held), or both as in the KUnit
+/// test, so that neither changes its credentials meanwhile.
 unsafe fn move_creds(dst: *mut Task, src: *mut Task) {
     // SAFETY: Neither task can change its credentials now, see above.
     let (old, new) = unsafe { ((*dst).real_cred, (*src).real_cred) };
@@ -427,8 +498,9 @@ unsafe fn move_creds(dst: *mut Task, src: *mut Task) {
             )
         };
     }
-    // SAFETY: The fields are RCU published pointers of `current`; the release stores order the
-    // reference counts above before the new pointers become visible, like rcu_assign_pointer().
+    // SAFETY: The fields are RCU published pointers only their task writes, and `dst` does not run
+    // now; the release stores order the reference counts above before the new pointers become
+    // visible, like rcu_assign_pointer().
     unsafe {
         Atomic::from_ptr(addr_of_mut!((*dst).real_cred)).store(new, Release);
         Atomic::from_ptr(addr_of_mut!((*dst).cred)).store(new, Release);
@@ -568,27 +640,17 @@ unsafe fn move_children(dst: *mut Task, src: *mut Task) {
     }
 }
 
-/// Swaps tid, group leadership, children and signal state in one step.
-///
-/// Returns whether group leadership moved.
+/// Swaps tid, group leadership and children, and moves the signal state.
 ///
 /// # Safety
 ///
-/// `dst` must be `current`, `src` a blocked task of the same thread group.
-unsafe fn move_tid(dst: *mut Task, src: *mut Task) -> bool {
-    // SAFETY: Both tasks share `sighand` (same thread group, neither can be in exec).
-    let sighand = unsafe { (*dst).sighand };
-    // SAFETY: The lock order is the one of exit and exec: threadgroup rwsem, tasklist_lock,
-    // siglock. Nothing in between sleeps.
-    unsafe {
-        bindings::cgroup_threadgroup_change_begin(dst);
-        bindings::write_lock_irq(addr_of_mut!(bindings::tasklist_lock));
-        bindings::spin_lock(addr_of_mut!((*sighand).siglock));
-    }
-    // SAFETY: `src` is valid, `tasklist_lock` is held.
-    let leader = unsafe { (*src).exit_signal } >= 0;
-    // SAFETY: `tasklist_lock` is held for writing, as exchange_tids() requires, and the siglock
-    // as move_signals() requires.
+/// The caller holds `tasklist_lock` for writing and the siglock of both tasks' shared `sighand`;
+/// `src` is `current` and `dst` a task of its thread group that cannot run (its `pi_lock` held).
+/// `leader` says whether `src` leads the group, in which case the caller also holds the
+/// threadgroup exclusion.
+unsafe fn exchange(dst: *mut Task, src: *mut Task, leader: bool) {
+    // SAFETY: `tasklist_lock` is held for writing, as exchange_tids() and the list moves require,
+    // and the siglock as move_signals() requires.
     unsafe {
         bindings::exchange_tids(dst, src);
         if leader {
@@ -597,23 +659,17 @@ unsafe fn move_tid(dst: *mut Task, src: *mut Task) -> bool {
         move_children(dst, src);
         move_signals(dst, src);
     }
-    // SAFETY: Reverse order of the locking above.
-    unsafe {
-        bindings::spin_unlock(addr_of_mut!((*sighand).siglock));
-        bindings::write_unlock_irq(addr_of_mut!(bindings::tasklist_lock));
-        bindings::cgroup_threadgroup_change_end(dst);
-        bindings::recalc_sigpending();
-    }
-    leader
 }
 
-/// Moves robust futex lists, `clear_child_tid` and rseq registration.
+/// Moves the robust futex lists and `clear_child_tid`, which exit reads on the task with the tid,
+/// and hands PI futex ownership to `dst`.
 ///
 /// # Safety
 ///
-/// `dst` must be `current`, `src` a blocked task.
-unsafe fn move_user_pointers(dst: *mut Task, src: *mut Task) {
-    // SAFETY: The source is blocked and never touches these again; `dst` is `current`.
+/// `src` must be `current` and `dst` unable to run, its `pi_lock` held by the caller; `src`
+/// owns no PI futex and its futex state was set to exiting by [`begin`].
+unsafe fn move_futex(dst: *mut Task, src: *mut Task) {
+    // SAFETY: Only the task itself reads these, at exit and exec; neither runs that now.
     unsafe {
         #[cfg(CONFIG_FUTEX)]
         {
@@ -626,11 +682,22 @@ unsafe fn move_user_pointers(dst: *mut Task, src: *mut Task) {
                     ptr::null_mut(),
                 );
             }
+            // `dst` holds a tid userspace may name as a PI futex owner now: let waiters attach
+            // to it. A demoted worker that is handed an identity again gets here as `dst` too.
+            // `pi_lock` protects the state, see attach_to_pi_owner().
+            (*dst).futex.state = bindings::FUTEX_STATE_OK;
         }
         (*dst).clear_child_tid =
             ptr::replace(addr_of_mut!((*src).clear_child_tid), ptr::null_mut());
     }
+}
 
+/// Moves the rseq registration.
+///
+/// # Safety
+///
+/// `dst` must be `current`, `src` a parked task.
+unsafe fn move_rseq(dst: *mut Task, src: *mut Task) {
     #[cfg(CONFIG_RSEQ)]
     // SAFETY: The rseq state is also read from interrupt context (preemption notifiers): move it
     // with interrupts off, then make the return to userspace refresh the user copy.
@@ -642,15 +709,19 @@ unsafe fn move_user_pointers(dst: *mut Task, src: *mut Task) {
         bindings::local_irq_enable();
         bindings::rseq_force_update();
     }
+    #[cfg(not(CONFIG_RSEQ))]
+    let _ = (dst, src);
 }
 
-/// Copies the plain per-task attributes of the identity.
+/// Copies the plain per-task attributes of the identity, the ones read through the tid (`/proc`,
+/// the audit and parent death paths).
 ///
 /// # Safety
 ///
-/// `dst` must be `current`, `src` a blocked task.
+/// `src` must be `current`, `dst` unable to run, its `pi_lock` held by the caller.
 unsafe fn move_attributes(dst: *mut Task, src: *mut Task) {
-    // SAFETY: The source is blocked; these fields of `current` are only written by itself.
+    // SAFETY: These fields are only written by their own task, and `dst` does not run; the no
+    // new privs bit is set atomically.
     unsafe {
         #[cfg(CONFIG_AUDIT)]
         {
@@ -807,22 +878,38 @@ fn same_uclamp(_s: &Task, _d: &Task) -> bool {
     true
 }
 
-/// Moves the user requested affinity; the effective mask derives from it.
+/// Moves the user requested affinity (or the effective one, if none was requested) the way
+/// `sched_setaffinity()` sets it, with its locking: from the commit on the tid is `dst`'s, and a
+/// `sched_setaffinity()` through it may run concurrently. Not `cpus_ptr`, which a
+/// `migrate_disable()` of `src` narrows.
 ///
 /// # Safety
 ///
-/// `dst` must be `current`, `src` a blocked task.
-unsafe fn move_affinity(dst: *mut Task, src: *mut Task) {
-    // SAFETY: `dup_user_cpus_ptr()` wants no user mask on `dst`, and nothing else sets one on an
-    // io-wq worker concurrently.
-    unsafe {
-        bindings::release_user_cpus_ptr(dst);
-        if bindings::dup_user_cpus_ptr(dst, src, bindings::NUMA_NO_NODE) != 0 {
-            kernel::pr_warn_once!("cannot copy the user affinity mask\n");
+/// `dst` must be `current`, `src` a task of its group.
+unsafe fn move_affinity(_dst: *mut Task, src: *mut Task) {
+    let Ok(mut mask) = CpumaskVar::new_zero(GFP_KERNEL) else {
+        kernel::pr_warn_once!("cannot move the CPU affinity\n");
+        return;
+    };
+    // SAFETY: `src` is valid; its `pi_lock` serializes with changes of its masks.
+    let lock = unsafe { addr_of_mut!((*src).pi_lock) };
+    // SAFETY: Paired with the unlock below; nothing in between sleeps.
+    let flags = unsafe { bindings::raw_spin_lock_irqsave(lock) };
+    // SAFETY: Under `pi_lock`, the user mask, if any, stays allocated and both masks stable.
+    let from = unsafe {
+        let user = (*src).user_cpus_ptr;
+        if user.is_null() {
+            Cpumask::from_raw(addr_of!((*src).cpus_mask))
+        } else {
+            Cpumask::from_raw(user)
         }
-        if bindings::set_cpus_allowed_ptr(dst, (*src).cpus_ptr) != 0 {
-            kernel::pr_warn_once!("cannot move the CPU affinity\n");
-        }
+    };
+    from.copy(&mut mask);
+    // SAFETY: Taken above.
+    unsafe { bindings::raw_spin_unlock_irqrestore(lock, flags) };
+    // SAFETY: `mask` is a valid cpumask; pid 0 is `current`, `dst`.
+    if unsafe { bindings::sched_setaffinity(0, mask.as_raw()) } != 0 {
+        kernel::pr_warn_once!("cannot move the CPU affinity\n");
     }
 }
 
@@ -840,27 +927,252 @@ unsafe fn move_comm(dst: *mut Task, src: *mut Task) {
     }
 }
 
-/// Moves the whole identity of `src` to `dst`, which is `current`.
+/// Returns whether `t` leads its thread group (`thread_group_leader()`).
 ///
 /// # Safety
 ///
-/// `dst` must be `current`, `src` a task of the same thread group that passed [`vet_source`]
-/// and [`vet_destination`] against `dst`, prepared itself and is blocked until this returns.
-unsafe fn finish(dst: *mut Task, src: *mut Task, acct: &bindings::thread_handoff_acct) -> c_int {
+/// `t` must be valid. The answer is stable if `t` is `current` and no handoff or exec is in
+/// flight, or under `tasklist_lock`.
+unsafe fn is_leader(t: *mut Task) -> bool {
+    // SAFETY: `t` is valid; a plain snapshot, as in C.
+    unsafe { ptr::read_volatile(addr_of!((*t).exit_signal)) >= 0 }
+}
+
+/// Vets the source again under the locks [`begin`] holds, for what others can set up on it
+/// between the vetting at arm time and the commit.
+///
+/// # Safety
+///
+/// `t` must be `current`, with `tasklist_lock` held for writing and its siglock held.
+unsafe fn vet_locked(t: *mut Task, leader: bool) -> Result<(), Refusal> {
+    // Everything vetted at arm time, again: other tasks may have set some of it up through the
+    // tid since (PR_SCHED_CORE, sched_setscheduler(), perf_event_open(), timer_settime() of a
+    // thread CPU clock, under the siglock). `ptrace` and `ptraced` change under `tasklist_lock`.
+    // SAFETY: `t` is `current`.
+    unsafe { vet_source(t) }?;
+    // SAFETY: The signal struct of a user task is valid; its flags, the exec in progress and the
+    // job control bits change under the siglock, which is held.
+    let (sig_flags, exec, jobctl) = unsafe {
+        let sig = (*t).signal;
+        ((*sig).flags, (*sig).group_exec_task, (*t).jobctl)
+    };
+    if sig_flags & bindings::SIGNAL_GROUP_EXIT != 0 || !exec.is_null() {
+        return Err(Refusal::GroupExit);
+    }
+    // A group stop or a ptrace trap in progress counts this task: it must stop as itself.
+    if jobctl & bindings::JOBCTL_PENDING_MASK as c_ulong != 0 {
+        return Err(Refusal::GroupExit);
+    }
+    // SAFETY: Leadership changes under `tasklist_lock`, held.
+    if unsafe { is_leader(t) } != leader {
+        return Err(Refusal::GroupExit);
+    }
+    Ok(())
+}
+
+/// Takes the locks for moving what names `src`, `current`, vets it again under them and bars new
+/// PI futex waiters from attaching to it. On success the locks stay held for [`commit`] or
+/// [`abort`].
+///
+/// # Safety
+///
+/// `src` must be `current`, vetted and prepared, in the scheduler's pre-sleep hook; nothing here
+/// sleeps.
+unsafe fn begin(src: *mut Task, th: &mut bindings::thread_handoff) -> Result<(), Refusal> {
+    // SAFETY: `src` is `current`; only a handoff or exec changes its leadership, and neither can
+    // run on its group now (checked again under the locks below).
+    let leader = unsafe { is_leader(src) };
+    // Leadership moves only with the threadgroup exclusion held, as in de_thread(), so that a
+    // cgroup migration of the whole process keeps its leader. Don't wait for it.
+    // SAFETY: `src` is valid.
+    if leader && !unsafe { bindings::cgroup_threadgroup_change_trybegin(src) } {
+        return Err(Refusal::GroupExit);
+    }
+    // SAFETY: `src` is a user task, `sighand` is shared by its group; the lock order is the one of
+    // exit and exec: threadgroup exclusion, `tasklist_lock`, siglock.
+    let sighand = unsafe { (*src).sighand };
+    // SAFETY: As above.
+    unsafe { bindings::write_lock_irq(addr_of_mut!(bindings::tasklist_lock)) };
+    // SAFETY: As above.
+    unsafe { bindings::spin_lock(addr_of_mut!((*sighand).siglock)) };
+    th.leader = leader;
+
+    // SAFETY: `src` is `current`; both locks are held.
+    let vetted = unsafe { vet_locked(src, leader) }.and_then(|()| {
+        // SAFETY: `src` is `current`.
+        unsafe { bar_pi_waiters(src) }
+    });
+    if let Err(why) = vetted {
+        // SAFETY: Taken above; `stats_lock` was not.
+        unsafe { unlock_tasks(src, leader) };
+        return Err(why);
+    }
+    // The process wide sums change in [`commit`], and the exchange reorders the thread list
+    // their readers walk: they retry on `stats_lock`. It nests in the siglock as in
+    // __exit_signal(), and is taken here, before the claim pins the destination with a raw lock.
+    // SAFETY: `src`'s signal struct is valid.
+    unsafe { bindings::write_seqlock(addr_of_mut!((*(*src).signal).stats_lock)) };
+    Ok(())
+}
+
+/// Refuses if `t` owns a PI futex, and otherwise marks its futex state exiting, so that a waiter
+/// that looked `t` up by its tid before the tid moves retries the lookup (it waits for the
+/// `exit_mutex`, which nobody holds, and looks the tid up again) instead of attaching to a task
+/// that no longer has the tid. See attach_to_pi_owner().
+///
+/// # Safety
+///
+/// `t` must be `current`.
+unsafe fn bar_pi_waiters(t: *mut Task) -> Result<(), Refusal> {
+    #[cfg(CONFIG_FUTEX)]
+    {
+        // SAFETY: `pi_lock` protects the PI state list and the futex state.
+        let lock = unsafe { addr_of_mut!((*t).pi_lock) };
+        // SAFETY: Interrupts are off already (`tasklist_lock`).
+        unsafe { bindings::raw_spin_lock(lock) };
+        // SAFETY: Under `pi_lock`.
+        let owner = !unsafe { list_empty(addr_of!((*t).futex.pi_state_list)) };
+        if !owner {
+            // SAFETY: Under `pi_lock`.
+            unsafe { (*t).futex.state = bindings::FUTEX_STATE_EXITING };
+        }
+        // SAFETY: Taken above.
+        unsafe { bindings::raw_spin_unlock(lock) };
+        if owner {
+            return Err(Refusal::PiFutex);
+        }
+    }
+    #[cfg(not(CONFIG_FUTEX))]
+    let _ = t;
+    Ok(())
+}
+
+/// Undoes [`bar_pi_waiters`].
+///
+/// # Safety
+///
+/// `t` must be `current`, with interrupts off.
+unsafe fn allow_pi_waiters(t: *mut Task) {
+    #[cfg(CONFIG_FUTEX)]
+    // SAFETY: `pi_lock` protects the futex state; interrupts are off.
+    unsafe {
+        let lock = addr_of_mut!((*t).pi_lock);
+        bindings::raw_spin_lock(lock);
+        (*t).futex.state = bindings::FUTEX_STATE_OK;
+        bindings::raw_spin_unlock(lock);
+    }
+    #[cfg(not(CONFIG_FUTEX))]
+    let _ = t;
+}
+
+/// Drops the locks [`begin`] took.
+///
+/// # Safety
+///
+/// `src` must be `current`, holding them; `leader` as recorded by [`begin`].
+unsafe fn unlock(src: *mut Task, leader: bool) {
+    // SAFETY: Per the contract, in reverse order of [`begin`].
+    unsafe {
+        bindings::write_sequnlock(addr_of_mut!((*(*src).signal).stats_lock));
+        unlock_tasks(src, leader);
+    }
+}
+
+/// Drops the locks [`begin`] took before `stats_lock`.
+///
+/// # Safety
+///
+/// `src` must be `current`, holding them; `leader` as recorded by [`begin`].
+unsafe fn unlock_tasks(src: *mut Task, leader: bool) {
+    // SAFETY: Per the contract, in reverse order of [`begin`].
+    unsafe {
+        let sighand = (*src).sighand;
+        bindings::spin_unlock(addr_of_mut!((*sighand).siglock));
+        bindings::write_unlock_irq(addr_of_mut!(bindings::tasklist_lock));
+        if leader {
+            bindings::cgroup_threadgroup_change_end(src);
+        }
+    }
+}
+
+/// Closes the critical section [`begin`] opened on `src`, `current`, without a handoff: no
+/// destination was found.
+///
+/// # Safety
+///
+/// Must follow a successful [`begin`] on `src` with `th`.
+unsafe fn abort(src: *mut Task, th: &mut bindings::thread_handoff) {
+    // SAFETY: `src` is `current`, interrupts are off, and the locks are held.
+    unsafe {
+        allow_pi_waiters(src);
+        unlock(src, th.leader);
+    }
+}
+
+/// Moves what names the thread from `src`, `current`, to `dst`, in the critical section
+/// [`begin`] opened, and closes it: the tid with leadership and children, the signal state, the
+/// credentials, futex ownership, the attributes read through the tid and the accounting. Then
+/// drops `dst`'s `pi_lock`, which the claimer took.
+///
+/// Everything that looks the thread up by tid, pidfd or `/proc` and then acts under
+/// `tasklist_lock` or the siglock finds `dst` from here on: ptrace attach, signals, exit and
+/// exec, reparenting. A lookup that found `src` before and acts after has nothing to act on:
+/// ptrace attach checks the tid again and retries, a PI futex waiter finds `src` exiting and
+/// retries.
+///
+/// # Safety
+///
+/// Must follow a successful [`begin`] on `src` with `th`; `dst` must be a task of `src`'s group
+/// that passed [`vet_destination`], off its CPU and asleep, with its `pi_lock` held by the
+/// caller, so that it cannot run until this returns.
+unsafe fn commit(dst: *mut Task, src: *mut Task, th: &mut bindings::thread_handoff) {
+    // SAFETY: Per the contract; each step's requirements hold under the locks held.
+    unsafe {
+        // The accounting first, so that it is in place when a lookup of the tid finds `dst`
+        // (some readers, task_sched_runtime() of a sleeping task, take no lock), under
+        // `stats_lock`, which nests in the siglock as in __exit_signal().
+        // Under `stats_lock`, taken in [`begin`]: readers of the process wide sums retry rather
+        // than see the sums change or a thread twice on the reordered thread list.
+        acct_move(dst, src, (*src).signal);
+        exchange(dst, src, th.leader);
+        move_creds(dst, src);
+        move_futex(dst, src);
+        move_attributes(dst, src);
+        // `dst` is the thread from here on: what checks for user workers (pidfd autokill, exit,
+        // signal delivery) must not treat it as one. The worker clears them again when it wakes.
+        (*dst).flags &= !(bindings::PF_IO_WORKER | bindings::PF_USER_WORKER);
+        bindings::raw_spin_unlock(addr_of_mut!((*dst).pi_lock));
+        // The tid is `dst`'s: a PI futex waiter that looked up `src` before the exchange and
+        // locks it now finds another tid and looks the owner up again (attach_to_pi_owner()).
+        // Until now it found `src` exiting and retried.
+        allow_pi_waiters(src);
+        // `src` is left with a worker's mask and nothing pending: don't let a stale
+        // TIF_SIGPENDING cut its sleep short. Needs the siglock, held.
+        bindings::recalc_sigpending();
+        unlock(src, th.leader);
+    }
+}
+
+/// Moves the rest of the identity of `src` to `dst`, which is `current` and got the tid from it
+/// in [`commit`]: what only the thread itself uses.
+///
+/// # Safety
+///
+/// `dst` must be `current`, `src` a task of the same thread group that committed its identity to
+/// `dst` or to a task that passed it on to `dst`, parked until this returns.
+unsafe fn finish(dst: *mut Task, src: *mut Task) -> c_int {
     // SAFETY: Per the function's contract, each step's requirements hold.
     unsafe {
-        let leader = move_tid(dst, src);
-        move_user_pointers(dst, src);
-        move_creds(dst, src);
-        move_attributes(dst, src);
+        move_rseq(dst, src);
         move_mempolicy(dst, src);
         move_cgroup(dst, src);
         move_ioprio(dst, src);
-        acct_add(dst, acct);
         move_sched(dst, src);
         move_affinity(dst, src);
         move_comm(dst, src);
-        bindings::arch_thread_handoff_finish(src, leader)
+        // Leadership moved with the tid if `dst`, a worker until it was handed the identity,
+        // leads now. Stable: only a handoff or exec by `dst` itself changes that now.
+        bindings::arch_thread_handoff_finish(src, is_leader(dst))
     }
 }
 
@@ -903,60 +1215,74 @@ pub unsafe extern "C" fn thread_handoff_prepare() -> bool {
     unsafe { bindings::arch_thread_handoff_prepare() }
 }
 
-/// Takes the per-thread accounting off `current`.
+/// Opens the critical section of a handoff of `current`, see [`begin`]. Returns false, holding
+/// nothing, if the handoff can't go ahead.
 ///
 /// # Safety
 ///
-/// `acct` must be valid for writes.
+/// `current` must be vetted and prepared, in the pre-sleep hook; `th` valid for writes. Pairs
+/// with [`thread_handoff_commit`] or [`thread_handoff_abort`].
 #[export]
-pub unsafe extern "C" fn thread_handoff_acct_take(acct: *mut bindings::thread_handoff_acct) {
-    // SAFETY: Per the contract; `get_current()` is `current`.
-    unsafe { acct_take(bindings::get_current(), &mut *acct) }
+pub unsafe extern "C" fn thread_handoff_begin(th: *mut bindings::thread_handoff) -> bool {
+    // SAFETY: Per the contract.
+    unsafe { begin(bindings::get_current(), &mut *th) }.is_ok()
 }
 
-/// Adds `acct` to the per-thread accounting of `dst`.
+/// Closes the critical section [`thread_handoff_begin`] opened without a handoff.
 ///
 /// # Safety
 ///
-/// `dst` must be `current` and `acct` valid for reads.
+/// Must follow a successful [`thread_handoff_begin`] with the same `th`.
 #[export]
-pub unsafe extern "C" fn thread_handoff_acct_add(
-    dst: *mut Task,
-    acct: *const bindings::thread_handoff_acct,
-) {
+pub unsafe extern "C" fn thread_handoff_abort(th: *mut bindings::thread_handoff) {
     // SAFETY: Per the contract.
-    unsafe { acct_add(dst, &*acct) }
+    unsafe { abort(bindings::get_current(), &mut *th) }
 }
 
-/// Makes `current` run with the credentials of `src` before the rest of the identity moves.
+/// Moves what names `current` to `dst`, see [`commit`].
 ///
 /// # Safety
 ///
-/// `src` must be a blocked task of `current`'s thread group that passed the vetting.
+/// Must follow a successful [`thread_handoff_begin`] with the same `th`; `dst` vetted, asleep and
+/// pinned by its `pi_lock`, which this drops.
 #[export]
-pub unsafe extern "C" fn thread_handoff_adopt_creds(src: *mut Task) {
+pub unsafe extern "C" fn thread_handoff_commit(dst: *mut Task, th: *mut bindings::thread_handoff) {
     // SAFETY: Per the contract.
-    unsafe { move_creds(bindings::get_current(), src) }
+    unsafe { commit(dst, bindings::get_current(), &mut *th) }
 }
 
-/// Moves the identity of `src` to `current`, adding `acct` to its accounting.
+/// Moves the rest of the identity of `src` to `current`, see [`finish`].
 ///
 /// # Safety
 ///
-/// See [`finish`]; `acct` must be valid for reads.
+/// See [`finish`].
 #[export]
-pub unsafe extern "C" fn thread_handoff_finish(
-    src: *mut Task,
-    acct: *const bindings::thread_handoff_acct,
-) -> c_int {
+pub unsafe extern "C" fn thread_handoff_finish(src: *mut Task) -> c_int {
     // SAFETY: Per the contract.
-    unsafe { finish(bindings::get_current(), src, &*acct) }
+    unsafe { finish(bindings::get_current(), src) }
 }
 
 #[cfg(CONFIG_THREAD_HANDOFF_KUNIT_TEST)]
 #[kunit_tests(thread_handoff)]
 mod tests {
     use super::*;
+
+    /// Per-thread counters that follow the tid.
+    #[derive(Clone, Copy, Default, Debug, PartialEq, Eq)]
+    struct Counters {
+        min_flt: usize,
+        maj_flt: usize,
+        nvcsw: usize,
+        nivcsw: usize,
+    }
+
+    /// CPU times that follow the tid.
+    #[derive(Clone, Copy, Default, Debug, PartialEq, Eq)]
+    struct Times {
+        utime: u64,
+        stime: u64,
+        gtime: u64,
+    }
 
     #[test]
     fn kernel_thread_is_refused() {
@@ -977,50 +1303,6 @@ mod tests {
         assert_eq!(verdict, Err(Refusal::OtherGroup));
     }
 
-    #[test]
-    fn counters_add_and_wrap() {
-        let mut a = Counters {
-            min_flt: 3,
-            maj_flt: 1,
-            nvcsw: 10,
-            nivcsw: usize::MAX,
-        };
-        let b = Counters {
-            min_flt: 4,
-            maj_flt: 0,
-            nvcsw: 5,
-            nivcsw: 2,
-        };
-        a.add(&b);
-        assert_eq!(
-            a,
-            Counters {
-                min_flt: 7,
-                maj_flt: 1,
-                nvcsw: 15,
-                nivcsw: 1
-            }
-        );
-        let mut t = Times {
-            utime: 100,
-            stime: u64::MAX,
-            gtime: 0,
-        };
-        t.add(&Times {
-            utime: 1,
-            stime: 1,
-            gtime: 7,
-        });
-        assert_eq!(
-            t,
-            Times {
-                utime: 101,
-                stime: 0,
-                gtime: 7
-            }
-        );
-    }
-
     /// The thread function of a [`Sleeper`], which never gets to run it.
     ///
     /// # Safety
@@ -1035,7 +1317,7 @@ mod tests {
     ///
     /// It sleeps in `kthread()` until dropped, then exits without running its thread function.
     /// Off its CPU and off the runqueue it does not touch its own accounting: the test is the only
-    /// writer of it, as [`acct_take`] and [`acct_add`] require of a task that is not `current`.
+    /// writer of it, as [`acct_read`] and [`acct_set`] require of a task that is not `current`.
     struct Sleeper(*mut Task);
 
     impl Sleeper {
@@ -1151,28 +1433,6 @@ mod tests {
             }
             ioac
         }
-
-        /// `task_io_accounting_add()`: a C `+=` on each field, which wraps.
-        fn plus(&self, other: &Io) -> Self {
-            Io {
-                #[cfg(CONFIG_TASK_XACCT)]
-                rchar: self.rchar.wrapping_add(other.rchar),
-                #[cfg(CONFIG_TASK_XACCT)]
-                wchar: self.wchar.wrapping_add(other.wchar),
-                #[cfg(CONFIG_TASK_XACCT)]
-                syscr: self.syscr.wrapping_add(other.syscr),
-                #[cfg(CONFIG_TASK_XACCT)]
-                syscw: self.syscw.wrapping_add(other.syscw),
-                #[cfg(CONFIG_TASK_IO_ACCOUNTING)]
-                read_bytes: self.read_bytes.wrapping_add(other.read_bytes),
-                #[cfg(CONFIG_TASK_IO_ACCOUNTING)]
-                write_bytes: self.write_bytes.wrapping_add(other.write_bytes),
-                #[cfg(CONFIG_TASK_IO_ACCOUNTING)]
-                cancelled_write_bytes: self
-                    .cancelled_write_bytes
-                    .wrapping_add(other.cancelled_write_bytes),
-            }
-        }
     }
 
     /// The per-thread accounting of a task: what the handoff takes and adds, and the state it
@@ -1189,7 +1449,7 @@ mod tests {
         io: Io,
     }
 
-    /// What [`acct_take`] put into a `thread_handoff_acct`.
+    /// What [`acct_read`] put into a `thread_handoff_acct`.
     #[derive(Clone, Copy, Default, Debug, PartialEq, Eq)]
     struct Taken {
         times: Times,
@@ -1218,7 +1478,28 @@ mod tests {
         }
     }
 
-    /// Sets `prev_cputime` of `t` under its lock, with interrupts off as in [`acct_take`].
+    /// Runs `f` with interrupts off and the `pi_lock` of `t` held, as a handoff runs
+    /// [`acct_read`] and [`acct_set`] on a task that is not `current`.
+    ///
+    /// # Safety
+    ///
+    /// `t` must be a valid task; `f` must not sleep.
+    unsafe fn pinned<R>(t: *mut Task, f: impl FnOnce() -> R) -> R {
+        // SAFETY: `t` is valid.
+        let lock = unsafe { addr_of_mut!((*t).pi_lock) };
+        // SAFETY: Paired with the enable below, no sleeping in between.
+        unsafe { bindings::local_irq_disable() };
+        // SAFETY: `pi_lock` was initialised by fork; paired with the unlock below.
+        unsafe { bindings::raw_spin_lock(lock) };
+        let ret = f();
+        // SAFETY: Taken above.
+        unsafe { bindings::raw_spin_unlock(lock) };
+        // SAFETY: Paired with the disable above.
+        unsafe { bindings::local_irq_enable() };
+        ret
+    }
+
+    /// Sets `prev_cputime` of `t` under its lock, with interrupts off as in [`acct_read`].
     ///
     /// # Safety
     ///
@@ -1356,11 +1637,11 @@ mod tests {
         got == want
     }
 
-    /// Takes the accounting of a source and adds it to a destination, both with known, distinct
-    /// values in every field, and checks each field for the exact result: the record holds what
-    /// the source had, the source is left at zero (with its slice delta and a reset
-    /// `prev_cputime`), and the destination holds the sum of its own and the source's values,
-    /// so the counters of the tid that moves with them never go backwards.
+    /// Gives a destination the accounting of a source, both with known, distinct values in every
+    /// field, the way [`acct_move`] does, and checks each field for the exact result: the records
+    /// hold what each had, the source keeps its values, and the destination has the source's,
+    /// `prev_cputime` included, with its own slice delta, so the counters of the tid that moves
+    /// with them continue where they were.
     ///
     /// The tasks are kernel threads that never run, so no tick, fault or context switch adds to
     /// the values. Each task's `prev_cputime` adds up to at least its runtime before and after the
@@ -1409,11 +1690,20 @@ mod tests {
         unsafe { store(src.0, &src0) };
         // SAFETY: `dst` is live.
         unsafe { store(dst.0, &dst0) };
-        let mut acct = bindings::thread_handoff_acct::default();
-        // SAFETY: `src.0` is valid and cannot run, see [`Sleeper`].
-        unsafe { acct_take(src.0, &mut acct) };
-        // SAFETY: `dst.0` is valid and cannot run, see [`Sleeper`].
-        unsafe { acct_add(dst.0, &acct) };
+        // acct_move() but for the group sums, in two steps: its two tasks can't both be pinned
+        // (one `pi_lock` class), and in a handoff the source is `current`, which needs none.
+        // SAFETY: `src.0` is valid and cannot run, see [`Sleeper`]; with interrupts off and its
+        // `pi_lock` held, as for a task that is not `current` in a handoff.
+        let (acct, split) = unsafe { pinned(src.0, || (acct_read(src.0), split_read(src.0))) };
+        // SAFETY: As above, for `dst.0`.
+        let old = unsafe {
+            pinned(dst.0, || {
+                let old = acct_read(dst.0);
+                acct_set(dst.0, &acct, &old);
+                split_set(dst.0, split);
+                old
+            })
+        };
         // SAFETY: `src` is live.
         let src1 = unsafe { load(src.0) };
         // SAFETY: `dst` is live.
@@ -1428,38 +1718,73 @@ mod tests {
             counters: src0.counters,
             io: src0.io,
         };
-        // Everything at zero but prev_sum_exec_runtime: sched_exec_runtime_take() keeps sum - prev,
-        // the slice used so far (600), so prev becomes 4_400 - 5_000, wrapped as in C.
-        let src_want = Snapshot {
-            runtime: (0, u64::MAX - 599),
-            ..Snapshot::default()
-        };
-        // The sums, written out rather than computed with the `add()`s under test; the runtime
-        // keeps its slice delta (6_000) and `prev_cputime` is the destination's own.
+        // The source keeps everything.
+        let src_want = src0;
+        // The source's values, but for the runtime's slice delta, the destination's own (6_000):
+        // 5_000 - 6_000 wraps, as in C.
         let dst_want = Snapshot {
-            times: Times {
-                utime: 33_100,
-                stime: 41_900,
-                gtime: 5_700,
-            },
-            #[cfg(not(CONFIG_VIRT_CPU_ACCOUNTING_NATIVE))]
-            prev_cputime: (33_000, 42_000),
-            runtime: (75_000, 69_000),
-            counters: Counters {
-                min_flt: 32,
-                maj_flt: 34,
-                nvcsw: 36,
-                nivcsw: 38,
-            },
-            io: Io::numbered(200).plus(&Io::numbered(100)),
+            runtime: (5_000, u64::MAX - 999),
+            ..src0
+        };
+        let dst_had = Taken {
+            times: dst0.times,
+            exec_runtime: dst0.runtime.0,
+            counters: dst0.counters,
+            io: dst0.io,
         };
 
         let record_ok = same("record", &Taken::of(&acct), &taken);
+        let old_ok = same("destination record", &Taken::of(&old), &dst_had);
+        #[cfg(not(CONFIG_VIRT_CPU_ACCOUNTING_NATIVE))]
+        assert_eq!(split, src0.prev_cputime);
         let src_ok = same("source", &src1, &src_want);
         let dst_ok = same("destination", &dst1, &dst_want);
         assert!(record_ok);
+        assert!(old_ok);
         assert!(src_ok);
         assert!(dst_ok);
+        Ok(())
+    }
+
+    /// [`rebalance`] adds the destination's old counts to the exited threads' totals and takes the
+    /// source's off, wrapping as the C sums do, so that the sums over the group stay what they
+    /// were while the source and the destination count the same time.
+    #[test]
+    fn rebalance_keeps_group_sums() -> Result {
+        let mut sig = KBox::<bindings::signal_struct>::new_uninit(GFP_KERNEL)?;
+        // SAFETY: An all-zero `signal_struct` is a valid value of the type; only its sums are
+        // used, never its locks.
+        let mut sig = unsafe {
+            ptr::write_bytes(sig.as_mut_ptr(), 0, 1);
+            sig.assume_init()
+        };
+        sig.utime = 10;
+        sig.min_flt = 5;
+        let new = bindings::thread_handoff_acct {
+            utime: 3_100,
+            stime: 1_900,
+            exec_runtime: 5_000,
+            min_flt: 2,
+            nvcsw: 13,
+            ..Default::default()
+        };
+        let old = bindings::thread_handoff_acct {
+            utime: 40,
+            exec_runtime: 700,
+            min_flt: 1,
+            ..Default::default()
+        };
+        // SAFETY: `sig` is valid and only this test uses it.
+        unsafe { rebalance(&mut *sig, &old, &new) };
+        assert_eq!(sig.utime, 50u64.wrapping_sub(3_100));
+        assert_eq!(sig.stime, 0u64.wrapping_sub(1_900));
+        assert_eq!(sig.sum_sched_runtime, 700u64.wrapping_sub(5_000));
+        assert_eq!(sig.min_flt, 4);
+        assert_eq!(sig.nvcsw, 0usize.wrapping_sub(13));
+        // The source, which keeps `new`, exits and adds it back: the totals hold the old counts
+        // of the destination, which now counts `new` itself.
+        assert_eq!(sig.utime.wrapping_add(new.utime), 50);
+        assert_eq!(sig.sum_sched_runtime.wrapping_add(new.exec_runtime), 700);
         Ok(())
     }
 

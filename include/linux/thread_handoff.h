@@ -11,12 +11,22 @@
  * Sequence, for a source S (current, about to sleep) and a destination D:
  *
  *   S: thread_handoff_allowed(S)            vet the source
- *   S: thread_handoff_compatible(S, D)      vet the destination
  *   S: thread_handoff_prepare()             sync live register state
- *   S: thread_handoff_acct_take(&acct)      take S's per-thread accounting
- *   D: thread_handoff_adopt_creds(S)        optional: creds first, to run
- *                                           work on S's behalf early
- *   D: thread_handoff_finish(S, &acct)      move the identity, add acct
+ *   S: thread_handoff_begin(&th)            lock, vet again
+ *   S: claim D, vetted with thread_handoff_compatible(S, D), asleep and
+ *      pinned under D->pi_lock
+ *   S: thread_handoff_commit(D, &th)        move what names the thread
+ *      or thread_handoff_abort(&th)         no D: give everything back
+ *   D: thread_handoff_finish(S)             move the rest, S is parked
+ *
+ * thread_handoff_commit() moves, in one critical section under
+ * tasklist_lock and the siglock, everything another task reaches the thread
+ * through: its tid (and with it leadership, children, /proc and pidfds),
+ * signal state, credentials, futex ownership, the robust list and the
+ * accounting read through the tid. From then on whatever names the thread
+ * finds D. What only the thread itself uses moves later, in
+ * thread_handoff_finish(): registers, rseq, scheduling attributes, affinity,
+ * cgroup, I/O priority, memory policy and comm.
  *
  * The source side runs from the scheduler's pre-sleep hook: it must not
  * sleep and must not fail other than by returning false. The
@@ -27,7 +37,10 @@
 
 #include <linux/sched.h>
 
-/* Per-thread accounting that follows the tid, so its counters stay monotonic. */
+/*
+ * Per-thread accounting that follows the tid, so its counters stay monotonic:
+ * copied onto the destination and discounted from the process's totals.
+ */
 struct thread_handoff_acct {
 	u64 utime;
 	u64 stime;
@@ -40,19 +53,23 @@ struct thread_handoff_acct {
 	struct task_io_accounting ioac;
 };
 
+/* A handoff between thread_handoff_begin() and its commit or abort. */
+struct thread_handoff {
+	/* the source led its group: the threadgroup exclusion is held */
+	bool leader;
+};
+
 #ifdef CONFIG_THREAD_HANDOFF
 bool thread_handoff_allowed(struct task_struct *src);
 bool thread_handoff_compatible(struct task_struct *src, struct task_struct *dst);
 bool thread_handoff_prepare(void);
-void thread_handoff_acct_take(struct thread_handoff_acct *acct);
-void thread_handoff_acct_add(struct task_struct *dst,
-			     const struct thread_handoff_acct *acct);
-void thread_handoff_adopt_creds(struct task_struct *src);
-int thread_handoff_finish(struct task_struct *src,
-			  const struct thread_handoff_acct *acct);
+bool thread_handoff_begin(struct thread_handoff *th);
+void thread_handoff_abort(struct thread_handoff *th);
+void thread_handoff_commit(struct task_struct *dst, struct thread_handoff *th);
+int thread_handoff_finish(struct task_struct *src);
 
 /* scheduler side, kernel/sched/core.c */
-u64 sched_exec_runtime_take(struct task_struct *p);
+u64 sched_exec_runtime_read(struct task_struct *p);
 void sched_exec_runtime_add(struct task_struct *p, u64 ns);
 
 /*
@@ -87,21 +104,21 @@ static inline bool thread_handoff_prepare(void)
 	return false;
 }
 
-static inline void thread_handoff_acct_take(struct thread_handoff_acct *acct)
+static inline bool thread_handoff_begin(struct thread_handoff *th)
+{
+	return false;
+}
+
+static inline void thread_handoff_abort(struct thread_handoff *th)
 {
 }
 
-static inline void thread_handoff_acct_add(struct task_struct *dst,
-					   const struct thread_handoff_acct *acct)
+static inline void thread_handoff_commit(struct task_struct *dst,
+					 struct thread_handoff *th)
 {
 }
 
-static inline void thread_handoff_adopt_creds(struct task_struct *src)
-{
-}
-
-static inline int thread_handoff_finish(struct task_struct *src,
-					const struct thread_handoff_acct *acct)
+static inline int thread_handoff_finish(struct task_struct *src)
 {
 	return -EOPNOTSUPP;
 }

@@ -13,7 +13,6 @@
 #include <linux/sched/rt.h>
 #include <linux/sched/signal.h>
 #include <linux/sched/task.h>
-#include <linux/task_io_accounting_ops.h>
 
 __rust_helper bool rust_helper_audit_dummy_context(void)
 {
@@ -65,6 +64,20 @@ __rust_helper void rust_helper_raw_spin_unlock(raw_spinlock_t *lock)
 	raw_spin_unlock(lock);
 }
 
+__rust_helper unsigned long rust_helper_raw_spin_lock_irqsave(raw_spinlock_t *lock)
+{
+	unsigned long flags;
+
+	raw_spin_lock_irqsave(lock, flags);
+	return flags;
+}
+
+__rust_helper void
+rust_helper_raw_spin_unlock_irqrestore(raw_spinlock_t *lock, unsigned long flags)
+{
+	raw_spin_unlock_irqrestore(lock, flags);
+}
+
 __rust_helper void rust_helper_write_lock_irq(rwlock_t *lock)
 {
 	write_lock_irq(lock);
@@ -75,14 +88,24 @@ __rust_helper void rust_helper_write_unlock_irq(rwlock_t *lock)
 	write_unlock_irq(lock);
 }
 
-__rust_helper void rust_helper_cgroup_threadgroup_change_begin(struct task_struct *p)
+__rust_helper bool rust_helper_cgroup_threadgroup_change_trybegin(struct task_struct *p)
 {
-	cgroup_threadgroup_change_begin(p);
+	return cgroup_threadgroup_change_trybegin(p);
 }
 
 __rust_helper void rust_helper_cgroup_threadgroup_change_end(struct task_struct *p)
 {
 	cgroup_threadgroup_change_end(p);
+}
+
+__rust_helper void rust_helper_write_seqlock(seqlock_t *sl)
+{
+	write_seqlock(sl);
+}
+
+__rust_helper void rust_helper_write_sequnlock(seqlock_t *sl)
+{
+	write_sequnlock(sl);
 }
 
 __rust_helper void rust_helper_list_del_rcu(struct list_head *entry)
@@ -129,12 +152,6 @@ __rust_helper const struct cred *rust_helper_get_cred_many(const struct cred *cr
 __rust_helper void rust_helper_put_cred_many(const struct cred *cred, int nr)
 {
 	put_cred_many(cred, nr);
-}
-
-__rust_helper void rust_helper_task_io_accounting_add(struct task_io_accounting *dst,
-						      struct task_io_accounting *src)
-{
-	task_io_accounting_add(dst, src);
 }
 
 __rust_helper void rust_helper_rseq_force_update(void)

@@ -95,8 +95,9 @@ static inline int sysctl_write(const char *val)
  * "<name>=<n>" in it. Returns 0 and the value in *val, or -1 when the line
  * or the field is absent or the value does not parse.
  */
-static inline int fdinfo_counter(int ringfd, const char *line_key,
-				 const char *name, unsigned long *val)
+static inline int fdinfo_counter_once(int ringfd, const char *line_key,
+				      const char *name, unsigned long *val,
+				      bool *empty)
 {
 	size_t klen = strlen(line_key), nlen = strlen(name), cap = 0;
 	char path[64], *line = NULL;
@@ -107,7 +108,11 @@ static inline int fdinfo_counter(int ringfd, const char *line_key,
 	f = fopen(path, "re");
 	if (!f)
 		return -1;
+	*empty = true;
 	while (getline(&line, &cap, f) > 0) {
+		if (strncmp(line, "pos:", 4) && strncmp(line, "flags:", 6) &&
+		    strncmp(line, "mnt_id:", 7) && strncmp(line, "ino:", 4))
+			*empty = false;
 		char *tok, *save, *end;
 
 		if (strncmp(line, line_key, klen) || line[klen] != ':')
@@ -126,6 +131,25 @@ static inline int fdinfo_counter(int ringfd, const char *line_key,
 	}
 	free(line);
 	fclose(f);
+	return ret;
+}
+
+/*
+ * The ring's part of fdinfo is empty while another task holds its
+ * uring_lock (io_uring_show_fdinfo() only trylocks): read it again then.
+ */
+static inline int fdinfo_counter(int ringfd, const char *line_key,
+				 const char *name, unsigned long *val)
+{
+	bool empty;
+	int i, ret;
+
+	for (i = 0; i < 1000; i++) {
+		ret = fdinfo_counter_once(ringfd, line_key, name, val, &empty);
+		if (!ret || !empty)
+			return ret;
+		usleep(1000);
+	}
 	return ret;
 }
 

@@ -52,13 +52,16 @@
 #include <signal.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/mman.h>
 #include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/ptrace.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <linux/capability.h>
 #include <linux/filter.h>
+#include <linux/futex.h>
 #include <linux/seccomp.h>
 #if defined(__x86_64__)
 #include <asm/prctl.h>
@@ -1676,6 +1679,674 @@ TEST_F_TIMEOUT(identity, ptraced_never_hands_off, 120)
 	ASSERT_TRUE(WIFEXITED(status)) TH_LOG("status %#x", status);
 	EXPECT_EQ(CHILD_OK, WEXITSTATUS(status))
 		TH_LOG("the traced child's checks failed");
+}
+
+/*
+ * Races with the handoff: a second actor acts on the submitter through its
+ * tid while the submitter hands off, over and over, for RACE_SECS. Each
+ * one checks that what it did reached the thread, the task that returns to
+ * userspace with the tid, and never a task demoted by a handoff.
+ */
+#define RACE_SECS	6	/* per case and sysctl value */
+#define RACE_WAIT_MS	5000	/* the longest any one step may take */
+
+/* Shared between a racing child and the test process */
+struct race {
+	int stop;		/* the child's loop ends */
+	pid_t tid;		/* the submitter's tid */
+	int ringfd;		/* its ring */
+	unsigned long fsyncs;	/* blocking fsyncs done */
+	unsigned long handoffs;	/* of them handed off */
+	unsigned long acts;	/* the second actor's operations */
+	int line;		/* first failed check, 0 if none */
+	char what[160];
+};
+
+static struct race *race_map(struct __test_metadata *_metadata)
+{
+	struct race *rc = mmap(NULL, sizeof(*rc), PROT_READ | PROT_WRITE,
+			       MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+
+	ASSERT_NE(MAP_FAILED, rc);
+	memset(rc, 0, sizeof(*rc));
+	return rc;
+}
+
+/* Record the first failed check of any actor: no ASSERT outside the test thread. */
+#define RACE_FAIL(rc, ...)						\
+	do {								\
+		if (!__atomic_exchange_n(&(rc)->line, __LINE__,		\
+					 __ATOMIC_SEQ_CST))		\
+			snprintf((rc)->what, sizeof((rc)->what),	\
+				 __VA_ARGS__);				\
+	} while (0)
+
+static long now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static bool race_stopped(struct race *rc)
+{
+	return __atomic_load_n(&rc->stop, __ATOMIC_ACQUIRE) ||
+	       __atomic_load_n(&rc->line, __ATOMIC_RELAXED);
+}
+
+/*
+ * The submitter's side, in the calling thread: blocking fsyncs (with
+ * signals expected) until @rc says stop, counting the handoffs.
+ */
+static void race_fsyncs(struct __test_metadata *_metadata,
+			struct scratch_files *sf, struct race *rc)
+{
+	struct ring_file rf;
+	struct hstat a, b;
+
+	rf_open(_metadata, sf, &rf);
+	rc->ringfd = rf.r.fd;
+	__atomic_store_n(&rc->tid, sys_gettid(), __ATOMIC_RELEASE);
+	ASSERT_EQ(0, read_hstat(rf.r.fd, &a));
+	while (!race_stopped(rc)) {
+		blocking_fsyncs_flags(_metadata, &rf.r, rf.fd, rf.buf, 1,
+				      BF_SIGNALS);
+		__atomic_add_fetch(&rc->fsyncs, 1, __ATOMIC_RELAXED);
+	}
+	ASSERT_EQ(0, read_hstat(rf.r.fd, &b));
+	rc->handoffs = b.handoffs - a.handoffs;
+	rf_close(&rf);
+}
+
+static pid_t race_wait_tid(struct race *rc)
+{
+	long end = now_ms() + RACE_WAIT_MS;
+	pid_t tid;
+
+	while (!(tid = __atomic_load_n(&rc->tid, __ATOMIC_ACQUIRE)) &&
+	       now_ms() < end)
+		usleep(1000);
+	return tid;
+}
+
+/* The end of a race: the checks of both sides, and the handoffs it needs. */
+static void race_report(struct __test_metadata *_metadata, struct race *rc,
+			bool on, const char *act)
+{
+	TH_LOG("%lu %s, %lu blocking fsyncs, %lu handed off", rc->acts, act,
+	       rc->fsyncs, rc->handoffs);
+	ASSERT_EQ(0, rc->line) TH_LOG("line %d: %s", rc->line, rc->what);
+	ASSERT_LT(0UL, rc->acts);
+	if (on)
+		ASSERT_LT(0UL, rc->handoffs) TH_LOG("no handoff to race with");
+	if (!on)
+		ASSERT_EQ(0UL, rc->handoffs);
+}
+
+/* The status line @key of /proc/@pid/task/@tid/status, as a number, or -1. */
+static long task_status(pid_t pid, pid_t tid, const char *key)
+{
+	char path[64], buf[4096], *p;
+	ssize_t n;
+
+	snprintf(path, sizeof(path), "/proc/%d/task/%d/status", pid, tid);
+	n = read_small(path, buf, sizeof(buf));
+	if (n <= 0)
+		return -1;
+	p = strstr(buf, key);
+	if (!p)
+		return -1;
+	return strtol(p + strlen(key), NULL, 10);
+}
+
+/*
+ * Wait up to RACE_WAIT_MS for the ptrace stop PTRACE_INTERRUPT asked of
+ * @tid, passing on signal-delivery stops. Returns 0 or why not.
+ */
+static const char *ptrace_wait_stop(pid_t tid)
+{
+	long end = now_ms() + RACE_WAIT_MS;
+	int status;
+	pid_t ret;
+
+	for (;;) {
+		ret = waitpid(tid, &status, __WALL | WNOHANG);
+		if (ret < 0)
+			return "waitpid failed";
+		if (!ret) {
+			if (now_ms() > end)
+				return "no ptrace stop in time (the tracee is not the thread?)";
+			usleep(200);
+			continue;
+		}
+		if (!WIFSTOPPED(status))
+			return "the tracee exited";
+		if (status >> 16 == PTRACE_EVENT_STOP)
+			return NULL;
+		/* a signal-delivery stop: deliver it and go on waiting */
+		if (ptrace(PTRACE_CONT, tid, NULL,
+			   (void *)(long)WSTOPSIG(status)))
+			return "PTRACE_CONT failed";
+	}
+}
+
+/*
+ * ptrace: the test process seizes, interrupts and detaches the submitter
+ * of a child again and again. Each time, the thread with the tid must stop
+ * and show the test process as its tracer, and the tracee must be that
+ * thread, not an io-wq worker (which would leave the tracer waiting).
+ */
+TEST_F_TIMEOUT(identity, ptrace_races_handoffs, 120)
+{
+	struct race *rc = race_map(_metadata);
+	const char *why;
+	long end;
+	pid_t child, tid;
+	int status;
+
+	child = fork();
+	ASSERT_LE(0, child);
+	if (!child) {
+		race_fsyncs(_metadata, &self->files, rc);
+		_exit(child_status(_metadata));
+	}
+	tid = race_wait_tid(rc);
+	ASSERT_EQ(child, tid) TH_LOG("the child's submitter is its main thread");
+	end = now_ms() + RACE_SECS * 1000;
+	srand(child);
+	while (now_ms() < end && !rc->line) {
+		long tracer;
+
+		if (ptrace(PTRACE_SEIZE, tid, NULL, NULL)) {
+			RACE_FAIL(rc, "PTRACE_SEIZE: %s", strerror(errno));
+			break;
+		}
+		if (ptrace(PTRACE_INTERRUPT, tid, NULL, NULL)) {
+			RACE_FAIL(rc, "PTRACE_INTERRUPT: %s", strerror(errno));
+			break;
+		}
+		why = ptrace_wait_stop(tid);
+		if (why) {
+			RACE_FAIL(rc, "%s", why);
+			break;
+		}
+		tracer = task_status(child, tid, "TracerPid:");
+		if (tracer != getpid()) {
+			RACE_FAIL(rc, "TracerPid of the thread: %ld, not %d",
+				  tracer, getpid());
+			break;
+		}
+		if (ptrace(PTRACE_DETACH, tid, NULL, NULL)) {
+			RACE_FAIL(rc, "PTRACE_DETACH: %s", strerror(errno));
+			break;
+		}
+		rc->acts++;
+		usleep(rand() % 2000);
+	}
+	__atomic_store_n(&rc->stop, 1, __ATOMIC_RELEASE);
+	if (rc->line)
+		kill(child, SIGKILL);
+	ASSERT_EQ(child, waitpid(child, &status, __WALL));
+	race_report(_metadata, rc, variant->sysctl, "seize/interrupt/detach");
+	ASSERT_TRUE(WIFEXITED(status)) TH_LOG("status %#x", status);
+	ASSERT_EQ(CHILD_OK, WEXITSTATUS(status));
+}
+
+static struct race *sig_race;
+static pid_t sig_race_tid;
+static unsigned long sig_race_seen;
+
+static void race_signal(int sig)
+{
+	if (sys_gettid() != sig_race_tid)
+		RACE_FAIL(sig_race, "SIGUSR1 ran on tid %d, sent to %d",
+			  sys_gettid(), sig_race_tid);
+	__atomic_add_fetch(&sig_race_seen, 1, __ATOMIC_RELEASE);
+}
+
+static void *race_tgkill(void *arg)
+{
+	struct race *rc = arg;
+	long end;
+
+	/* not before the ring is set up: its warm-up expects no signals */
+	if (!race_wait_tid(rc)) {
+		RACE_FAIL(rc, "the submitter did not start");
+		return NULL;
+	}
+	end = now_ms() + RACE_SECS * 1000;
+
+	while (now_ms() < end && !rc->line) {
+		unsigned long want = rc->acts + 1;
+		long wait_end;
+
+		if (syscall(__NR_tgkill, getpid(), sig_race_tid, SIGUSR1)) {
+			RACE_FAIL(rc, "tgkill: %s", strerror(errno));
+			break;
+		}
+		rc->acts = want;
+		wait_end = now_ms() + RACE_WAIT_MS;
+		while (__atomic_load_n(&sig_race_seen, __ATOMIC_ACQUIRE) < want) {
+			if (now_ms() > wait_end) {
+				RACE_FAIL(rc, "signal %lu to tid %d lost", want,
+					  sig_race_tid);
+				break;
+			}
+			usleep(100);
+		}
+		usleep(rand() % 1000);
+	}
+	__atomic_store_n(&rc->stop, 1, __ATOMIC_RELEASE);
+	return NULL;
+}
+
+/*
+ * Signals: another thread sends SIGUSR1 to the submitter's tid with
+ * tgkill(), one at a time. Each must run its handler on the thread with the
+ * tid: none may be queued on a task a handoff demoted.
+ */
+TEST_F_TIMEOUT(identity, tgkill_races_handoffs, 120)
+{
+	struct race *rc = race_map(_metadata);
+	pid_t child;
+
+	child = fork();
+	ASSERT_LE(0, child);
+	if (!child) {
+		struct sigaction sa = { .sa_handler = race_signal };
+		pthread_t t;
+
+		sig_race = rc;
+		sig_race_tid = sys_gettid();
+		sigemptyset(&sa.sa_mask);
+		ASSERT_EQ(0, sigaction(SIGUSR1, &sa, NULL));
+		ASSERT_EQ(0, pthread_create(&t, NULL, race_tgkill, rc));
+		race_fsyncs(_metadata, &self->files, rc);
+		pthread_join(t, NULL);
+		_exit(child_status(_metadata));
+	}
+	reap(_metadata, child, CHILD_OK);
+	race_report(_metadata, rc, variant->sysctl, "signals");
+}
+
+/* utime + stime of /proc/self[/task/@tid]/stat, in clock ticks, or -1. */
+static long long stat_ticks(pid_t tid)
+{
+	char path[64], buf[1024], *p;
+	unsigned long long ut, st;
+
+	if (tid)
+		snprintf(path, sizeof(path), "/proc/self/task/%d/stat", tid);
+	else
+		snprintf(path, sizeof(path), "/proc/self/stat");
+	if (read_small(path, buf, sizeof(buf)) <= 0)
+		return -1;
+	p = strrchr(buf, ')');
+	if (!p || sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu",
+			 &ut, &st) != 2)
+		return -1;
+	return ut + st;
+}
+
+static long long clock_ns(clockid_t clk)
+{
+	struct timespec ts;
+
+	if (clock_gettime(clk, &ts))
+		return -1;
+	return ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+
+struct cpu_race {
+	struct race *rc;
+	clockid_t thread_clock;
+};
+
+/*
+ * Each reading must be at least the one before it, less @slack. The
+ * thread's own counters get a slack: read just before the commit, or by a
+ * reader that looked the thread up before it and reads after it, they are
+ * the demoted task's, which may have run, switched or taken a tick past the
+ * values it handed over (Documentation/io_uring/handoff.rst). The process's
+ * sums get none.
+ */
+#define RACE_CLOCK_SLACK_NS	(50 * 1000 * 1000)	/* milliseconds under TCG */
+#define RACE_TICK_SLACK		2	/* clock ticks */
+#define RACE_SWITCH_SLACK	4	/* context switches */
+
+#define MONOTONIC(rc, last, now, slack, what)				\
+	do {								\
+		if ((now) < 0)						\
+			RACE_FAIL(rc, "%s: cannot read", what);		\
+		else if ((now) + (slack) < (last))			\
+			RACE_FAIL(rc, "%s went back from %lld to %lld",	\
+				  what, (long long)(last),		\
+				  (long long)(now));			\
+		if ((now) > (last))					\
+			(last) = (now);					\
+	} while (0)
+
+static void *race_cputime(void *arg)
+{
+	struct cpu_race *cr = arg;
+	struct race *rc = cr->rc;
+	long long thr = 0, proc = 0, tstat = 0, pstat = 0, now;
+	long vol = 0, v;
+
+	while (!race_stopped(rc)) {
+		now = clock_ns(cr->thread_clock);
+		MONOTONIC(rc, thr, now, RACE_CLOCK_SLACK_NS, "the thread CPU clock");
+		now = clock_ns(CLOCK_PROCESS_CPUTIME_ID);
+		MONOTONIC(rc, proc, now, 0, "CLOCK_PROCESS_CPUTIME_ID");
+		now = stat_ticks(sig_race_tid);
+		MONOTONIC(rc, tstat, now, RACE_TICK_SLACK, "the thread's utime+stime");
+		now = stat_ticks(0);
+		MONOTONIC(rc, pstat, now, 0, "the process's utime+stime");
+		v = task_status(getpid(), sig_race_tid, "voluntary_ctxt_switches:");
+		MONOTONIC(rc, vol, v, RACE_SWITCH_SLACK,
+			  "the thread's voluntary_ctxt_switches");
+		rc->acts++;
+		usleep(rand() % 500);
+	}
+	return NULL;
+}
+
+/*
+ * Accounting: another thread reads the submitter's CPU clock, its and the
+ * process's CPU times and its context switches while it hands off. None may
+ * ever go back.
+ */
+TEST_F_TIMEOUT(identity, cputime_races_handoffs, 120)
+{
+	struct race *rc = race_map(_metadata);
+	pid_t child;
+	int status;
+
+	child = fork();
+	ASSERT_LE(0, child);
+	if (!child) {
+		struct cpu_race cr = { .rc = rc };
+		pthread_t t;
+
+		sig_race_tid = sys_gettid();
+		ASSERT_EQ(0, pthread_getcpuclockid(pthread_self(),
+						   &cr.thread_clock));
+		ASSERT_EQ(0, pthread_create(&t, NULL, race_cputime, &cr));
+		race_fsyncs(_metadata, &self->files, rc);
+		pthread_join(t, NULL);
+		_exit(child_status(_metadata));
+	}
+	usleep(RACE_SECS * 1000 * 1000);
+	__atomic_store_n(&rc->stop, 1, __ATOMIC_RELEASE);
+	ASSERT_EQ(child, waitpid(child, &status, 0));
+	race_report(_metadata, rc, variant->sysctl, "readings");
+	ASSERT_TRUE(WIFEXITED(status)) TH_LOG("status %#x", status);
+	ASSERT_EQ(CHILD_OK, WEXITSTATUS(status));
+}
+
+static void *race_max_workers(void *arg)
+{
+	struct race *rc = arg;
+
+	if (!race_wait_tid(rc)) {
+		RACE_FAIL(rc, "the submitter did not start");
+		return NULL;
+	}
+	while (!race_stopped(rc)) {
+		/* bound, unbound; never below the spares a handoff needs */
+		unsigned int counts[2] = { 4 + rc->acts % 2, 8 };
+
+		if (syscall(__NR_io_uring_register, rc->ringfd,
+			    IORING_REGISTER_IOWQ_MAX_WORKERS, counts, 2)) {
+			RACE_FAIL(rc, "IORING_REGISTER_IOWQ_MAX_WORKERS: %s",
+				  strerror(errno));
+			break;
+		}
+		rc->acts++;
+		usleep(rand() % 500);
+	}
+	return NULL;
+}
+
+/*
+ * Ring registration: another thread sets the io-wq limits of the ring
+ * (IORING_REGISTER_IOWQ_MAX_WORKERS walks the ring's task contexts) while
+ * the submitter hands off and its context moves between tasks. Each call
+ * must succeed (and not crash the kernel).
+ */
+TEST_F_TIMEOUT(identity, iowq_max_workers_races_handoffs, 120)
+{
+	struct race *rc = race_map(_metadata);
+	pid_t child;
+	int status;
+
+	child = fork();
+	ASSERT_LE(0, child);
+	if (!child) {
+		pthread_t t;
+
+		ASSERT_EQ(0, pthread_create(&t, NULL, race_max_workers, rc));
+		race_fsyncs(_metadata, &self->files, rc);
+		pthread_join(t, NULL);
+		_exit(child_status(_metadata));
+	}
+	usleep(RACE_SECS * 1000 * 1000);
+	__atomic_store_n(&rc->stop, 1, __ATOMIC_RELEASE);
+	ASSERT_EQ(child, waitpid(child, &status, 0));
+	race_report(_metadata, rc, variant->sysctl, "limit changes");
+	ASSERT_TRUE(WIFEXITED(status)) TH_LOG("status %#x", status);
+	ASSERT_EQ(CHILD_OK, WEXITSTATUS(status));
+}
+
+static int sys_futex(uint32_t *uaddr, int op, uint32_t val,
+		     const struct timespec *ts)
+{
+	return syscall(__NR_futex, uaddr, op, val, ts, NULL, 0);
+}
+
+struct pi_race {
+	struct race *rc;
+	uint32_t word;		/* the PI futex: the owner's tid or 0 */
+	int holder;		/* who is inside: 0, 1 submitter, 2 waiter */
+	int waiting;		/* the waiter is in FUTEX_LOCK_PI or inside */
+};
+
+static void *race_pi_waiter(void *arg)
+{
+	struct pi_race *pr = arg;
+	struct race *rc = pr->rc;
+
+	while (!race_stopped(rc)) {
+		struct timespec ts;
+		long until = now_ms() + RACE_WAIT_MS;
+		int h;
+
+		/*
+		 * Contend while the owner is inside its fsync, at a random
+		 * point of it: before it blocks (the handoff is refused, the
+		 * owner has a waiter), or after it handed off.
+		 */
+		while (__atomic_load_n(&pr->holder, __ATOMIC_ACQUIRE) != 1 &&
+		       !race_stopped(rc) && now_ms() < until)
+			usleep(50);
+		usleep(rand() % 20000);	/* a blocking fsync takes that long */
+		__atomic_store_n(&pr->waiting, 1, __ATOMIC_SEQ_CST);
+		clock_gettime(CLOCK_REALTIME, &ts);
+		ts.tv_sec += RACE_WAIT_MS / 1000;
+		if (sys_futex(&pr->word, FUTEX_LOCK_PI, 0, &ts)) {
+			RACE_FAIL(rc, "FUTEX_LOCK_PI: %s", strerror(errno));
+			break;
+		}
+		h = __atomic_exchange_n(&pr->holder, 2, __ATOMIC_SEQ_CST);
+		if (h)
+			RACE_FAIL(rc, "PI lock taken while %d held it", h);
+		usleep(50);
+		__atomic_store_n(&pr->holder, 0, __ATOMIC_SEQ_CST);
+		if (sys_futex(&pr->word, FUTEX_UNLOCK_PI, 0, NULL))
+			RACE_FAIL(rc, "waiter FUTEX_UNLOCK_PI: %s", strerror(errno));
+		__atomic_store_n(&pr->waiting, 0, __ATOMIC_SEQ_CST);
+		rc->acts++;
+	}
+	return NULL;
+}
+
+/*
+ * PI futexes: the submitter takes a PI futex, hands off in a blocking fsync
+ * while holding it, and unlocks it; another thread contends for it at a
+ * random point of the fsync, before the handoff (which is then refused) or
+ * after it. The waiter must attach to the thread with the tid: the owner's
+ * unlock must succeed, nobody may get the lock while the other holds it,
+ * and the waiter must not time out.
+ */
+TEST_F_TIMEOUT(identity, pi_futex_races_handoffs, 120)
+{
+	struct race *rc = race_map(_metadata);
+	pid_t child;
+	int status;
+
+	child = fork();
+	ASSERT_LE(0, child);
+	if (!child) {
+		struct pi_race pr = { .rc = rc };
+		struct ring_file rf;
+		struct hstat a, b;
+		pthread_t t;
+		long end;
+
+		rf_open(_metadata, &self->files, &rf);
+		ASSERT_EQ(0, read_hstat(rf.r.fd, &a));
+		ASSERT_EQ(0, pthread_create(&t, NULL, race_pi_waiter, &pr));
+		end = now_ms() + RACE_SECS * 1000;
+		while (now_ms() < end && !rc->line) {
+			int h;
+
+			/*
+			 * Take it uncontended: an owner that got it from a
+			 * waiter owns PI state, and never hands off.
+			 */
+			while (__atomic_load_n(&pr.waiting, __ATOMIC_SEQ_CST) &&
+			       now_ms() < end)
+				usleep(50);
+			if (sys_futex(&pr.word, FUTEX_LOCK_PI, 0, NULL)) {
+				RACE_FAIL(rc, "FUTEX_LOCK_PI: %s", strerror(errno));
+				break;
+			}
+			h = __atomic_exchange_n(&pr.holder, 1, __ATOMIC_SEQ_CST);
+			if (h)
+				RACE_FAIL(rc, "PI lock taken while %d held it", h);
+			blocking_fsyncs(_metadata, &rf.r, rf.fd, rf.buf, 1, false);
+			rc->fsyncs++;
+			__atomic_store_n(&pr.holder, 0, __ATOMIC_SEQ_CST);
+			if (sys_futex(&pr.word, FUTEX_UNLOCK_PI, 0, NULL)) {
+				RACE_FAIL(rc, "owner FUTEX_UNLOCK_PI after a handoff: %s",
+					  strerror(errno));
+				break;
+			}
+			usleep(rand() % 200);
+		}
+		__atomic_store_n(&rc->stop, 1, __ATOMIC_RELEASE);
+		pthread_join(t, NULL);
+		ASSERT_EQ(0, read_hstat(rf.r.fd, &b));
+		rc->handoffs = b.handoffs - a.handoffs;
+		rf_close(&rf);
+		_exit(child_status(_metadata));
+	}
+	ASSERT_EQ(child, waitpid(child, &status, 0));
+	race_report(_metadata, rc, variant->sysctl, "contended PI locks");
+	ASSERT_TRUE(WIFEXITED(status)) TH_LOG("status %#x", status);
+	ASSERT_EQ(CHILD_OK, WEXITSTATUS(status));
+}
+
+static unsigned long refused_sig_seen;
+
+static void refused_signal(int sig)
+{
+	__atomic_add_fetch(&refused_sig_seen, 1, __ATOMIC_RELEASE);
+}
+
+/*
+ * A handoff that is refused once the issue sleeps must not leave the thread
+ * with its signals blocked. The thread installs a seccomp filter after its
+ * workers exist, so none of them can take its identity, and opens a FIFO
+ * that has no writer through io_uring: the open blocks inline (sysctl 1) or
+ * on io-wq (sysctl 0). A SIGUSR1 sent meanwhile must run its handler at
+ * once, not when the FIFO opens. The open then completes: interrupted by
+ * the signal like an open(2) without SA_RESTART (sleeping in place, -EINTR),
+ * or opened once a helper opens the FIFO for writing, 3 s later.
+ */
+TEST_F_TIMEOUT(identity, refused_sleep_takes_signals, 120)
+{
+	pid_t child;
+
+	child = fork();
+	ASSERT_LE(0, child);
+	if (!child) {
+		struct sock_filter allow[] = {
+			BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+		};
+		struct sock_fprog prog = { .len = 1, .filter = allow };
+		struct sigaction sa = { .sa_handler = refused_signal };
+		char fifo[PATH_MAX];
+		struct io_uring_cqe cqe;
+		struct io_uring_sqe *sqe;
+		struct ring_file rf;
+		long t0, waited;
+		int ret;
+
+		rf_open(_metadata, &self->files, &rf);
+		prewarm(_metadata, variant->sysctl, &rf);
+		ASSERT_EQ(0, prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0));
+		ASSERT_EQ(0, prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog));
+		sigemptyset(&sa.sa_mask);
+		ASSERT_EQ(0, sigaction(SIGUSR1, &sa, NULL));
+		snprintf(fifo, sizeof(fifo), "%s.fifo", rf.path);
+		ASSERT_EQ(0, mkfifo(fifo, 0600));
+
+		sqe = iou_sqe(&rf.r);
+		ASSERT_NE(NULL, sqe);
+		iou_prep(sqe, IORING_OP_OPENAT, AT_FDCWD, fifo, 0, 0, 0xf1f0);
+		sqe->open_flags = O_RDONLY | O_CLOEXEC;
+		/* from a child: this thread may be inside the enter until then */
+		if (!fork()) {
+			int i, wfd = -1;
+
+			usleep(300 * 1000);
+			kill(getppid(), SIGUSR1);
+			usleep(3000 * 1000);
+			/* only while the open still waits for a writer */
+			for (i = 0; i < 50 && wfd < 0; i++) {
+				wfd = open(fifo, O_WRONLY | O_NONBLOCK | O_CLOEXEC);
+				if (wfd < 0)
+					usleep(20 * 1000);
+			}
+			usleep(100 * 1000);
+			_exit(0);
+		}
+		t0 = now_ms();
+		ret = iou_submit(&rf.r, 0);
+		while (!__atomic_load_n(&refused_sig_seen, __ATOMIC_ACQUIRE) &&
+		       now_ms() - t0 < 5000)
+			usleep(1000);
+		waited = now_ms() - t0;
+		EXPECT_EQ(1, ret) TH_LOG("submit: %d", ret);
+		EXPECT_EQ(1UL, refused_sig_seen)
+			TH_LOG("no SIGUSR1 handled in %ld ms", waited);
+		EXPECT_GT(2000, waited)
+			TH_LOG("SIGUSR1 waited %ld ms, for the FIFO to open", waited);
+		ASSERT_EQ(0, iou_wait_cqe(&rf.r, &cqe));
+		EXPECT_EQ(0xf1f0ULL, cqe.user_data);
+		if (cqe.res != -EINTR)
+			EXPECT_LE(0, cqe.res) TH_LOG("open: %s", strerror(-cqe.res));
+		if (cqe.res >= 0)
+			close(cqe.res);
+		unlink(fifo);
+		while (wait(NULL) > 0)
+			;
+		rf_close(&rf);
+		_exit(child_status(_metadata));
+	}
+	reap(_metadata, child, CHILD_OK);
 }
 
 TEST_HARNESS_MAIN
