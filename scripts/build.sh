@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Configure and build the work tree out of tree into $CACHE/build-$KCONFIG
-# (KCONFIG = test or bench). Only what changed is rebuilt.
+# (KCONFIG = test, bench or debug). Only what changed is rebuilt.
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 
@@ -9,6 +9,8 @@ ARCH=${ARCH:-x86_64}
 if [ "$ARCH" = x86_64 ]; then
 	frag=$REPO/configs/$KCONFIG.config
 	frags=("$REPO/configs/common.config" "$frag")
+	# the debug kernel is the test kernel with the memory checkers on top
+	[ "$KCONFIG" != debug ] || frags=("$REPO/configs/common.config" "$REPO/configs/test.config" "$frag")
 else
 	# arm64 is a build check: a small allnoconfig-based kernel with the series on
 	frag=$REPO/configs/$ARCH.config

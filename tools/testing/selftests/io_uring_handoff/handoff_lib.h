@@ -411,4 +411,123 @@ static inline int blocking_fsyncs(struct __test_metadata *_metadata,
 				     stop ? BF_STOP : 0);
 }
 
+#if defined(__x86_64__)
+/* xmm8..15 or ymm8..15 loaded before the syscall, and stored after it */
+struct vec_io {
+	unsigned char in[8][32];
+	unsigned char out[8][32];
+};
+
+/*
+ * io_uring_enter(@ringfd, 1, 1, GETEVENTS, NULL, 0) with a raw syscall,
+ * xmm8..15 (ymm8..15 with @avx) loaded from @io right before it and
+ * stored right after it in the same asm block. The syscall ABI preserves
+ * every register but rax, rcx and r11. @gpr[6..9] are loaded into
+ * r12..r15; on return @gpr holds what rdi, rsi, rdx, r10, r8, r9 and
+ * r12..r15 held after the syscall.
+ */
+static inline long enter_keep_regs(int ringfd, struct vec_io *io, char avx,
+				   unsigned long gpr[10])
+{
+	long rax = __NR_io_uring_enter, rdi = ringfd, rsi = 1, rdx = 1;
+
+	register long r10 __asm__("r10") = IORING_ENTER_GETEVENTS;
+	register long r8 __asm__("r8") = 0;
+	register long r9 __asm__("r9") = 0;
+	register unsigned long r12 __asm__("r12") = gpr[6];
+	register unsigned long r13 __asm__("r13") = gpr[7];
+	register unsigned long r14 __asm__("r14") = gpr[8];
+	register unsigned long r15 __asm__("r15") = gpr[9];
+
+	__asm__ volatile("cmpb $0, %[avx]\n\t"
+			 "je 1f\n\t"
+			 "vmovdqu 0x000(%[io]), %%ymm8\n\t"
+			 "vmovdqu 0x020(%[io]), %%ymm9\n\t"
+			 "vmovdqu 0x040(%[io]), %%ymm10\n\t"
+			 "vmovdqu 0x060(%[io]), %%ymm11\n\t"
+			 "vmovdqu 0x080(%[io]), %%ymm12\n\t"
+			 "vmovdqu 0x0a0(%[io]), %%ymm13\n\t"
+			 "vmovdqu 0x0c0(%[io]), %%ymm14\n\t"
+			 "vmovdqu 0x0e0(%[io]), %%ymm15\n\t"
+			 "jmp 2f\n"
+			 "1:\n\t"
+			 "movdqu 0x000(%[io]), %%xmm8\n\t"
+			 "movdqu 0x020(%[io]), %%xmm9\n\t"
+			 "movdqu 0x040(%[io]), %%xmm10\n\t"
+			 "movdqu 0x060(%[io]), %%xmm11\n\t"
+			 "movdqu 0x080(%[io]), %%xmm12\n\t"
+			 "movdqu 0x0a0(%[io]), %%xmm13\n\t"
+			 "movdqu 0x0c0(%[io]), %%xmm14\n\t"
+			 "movdqu 0x0e0(%[io]), %%xmm15\n\t"
+			 "2:\n\t"
+			 "syscall\n\t"
+			 "cmpb $0, %[avx]\n\t"
+			 "je 3f\n\t"
+			 "vmovdqu %%ymm8, 0x100(%[io])\n\t"
+			 "vmovdqu %%ymm9, 0x120(%[io])\n\t"
+			 "vmovdqu %%ymm10, 0x140(%[io])\n\t"
+			 "vmovdqu %%ymm11, 0x160(%[io])\n\t"
+			 "vmovdqu %%ymm12, 0x180(%[io])\n\t"
+			 "vmovdqu %%ymm13, 0x1a0(%[io])\n\t"
+			 "vmovdqu %%ymm14, 0x1c0(%[io])\n\t"
+			 "vmovdqu %%ymm15, 0x1e0(%[io])\n\t"
+			 "vzeroupper\n\t"
+			 "jmp 4f\n"
+			 "3:\n\t"
+			 "movdqu %%xmm8, 0x100(%[io])\n\t"
+			 "movdqu %%xmm9, 0x120(%[io])\n\t"
+			 "movdqu %%xmm10, 0x140(%[io])\n\t"
+			 "movdqu %%xmm11, 0x160(%[io])\n\t"
+			 "movdqu %%xmm12, 0x180(%[io])\n\t"
+			 "movdqu %%xmm13, 0x1a0(%[io])\n\t"
+			 "movdqu %%xmm14, 0x1c0(%[io])\n\t"
+			 "movdqu %%xmm15, 0x1e0(%[io])\n\t"
+			 "4:\n\t"
+			 : "+a" (rax), "+D" (rdi), "+S" (rsi), "+d" (rdx),
+			   "+r" (r10), "+r" (r8), "+r" (r9), "+r" (r12),
+			   "+r" (r13), "+r" (r14), "+r" (r15)
+			 : [io] "r" (io), [avx] "m" (avx)
+			 : "rcx", "r11", "cc", "memory", "xmm8", "xmm9",
+			   "xmm10", "xmm11", "xmm12", "xmm13", "xmm14",
+			   "xmm15");
+	gpr[0] = rdi;
+	gpr[1] = rsi;
+	gpr[2] = rdx;
+	gpr[3] = r10;
+	gpr[4] = r8;
+	gpr[5] = r9;
+	gpr[6] = r12;
+	gpr[7] = r13;
+	gpr[8] = r14;
+	gpr[9] = r15;
+	return rax;
+}
+
+static inline unsigned int get_mxcsr(void)
+{
+	unsigned int v;
+
+	__asm__ volatile("stmxcsr %0" : "=m" (v));
+	return v;
+}
+
+static inline void set_mxcsr(unsigned int v)
+{
+	__asm__ volatile("ldmxcsr %0" : : "m" (v));
+}
+
+static inline unsigned short get_fcw(void)
+{
+	unsigned short v;
+
+	__asm__ volatile("fnstcw %0" : "=m" (v));
+	return v;
+}
+
+static inline void set_fcw(unsigned short v)
+{
+	__asm__ volatile("fldcw %0" : : "m" (v));
+}
+#endif /* __x86_64__ */
+
 #endif /* HANDOFF_LIB_H */
