@@ -4,7 +4,7 @@ SHELL := /bin/bash
 S := scripts
 
 .PHONY: all run test setup fetch assemble tree build userspace vm series export \
-	baseline test-quick bench bench-beyond clean-build build-arm64 bisect-build rustcheck help
+	baseline test-quick stress bench bench-beyond clean-build build-arm64 bisect-build rustcheck help
 all: run
 
 help:
@@ -32,6 +32,11 @@ test: userspace
 # quick: kselftests and a handful of liburing tests
 test-quick: userspace
 	@LIBURING_TESTS="nop.t fsync.t statx.t openat2.t rename.t xattr.t splice.t fadvise.t" $(S)/test.sh
+
+# the stress kselftest for DURATION seconds (default 600) per sysctl value;
+# STRESS_SEED to reproduce, KCONFIG=debug for the KASAN/kmemleak kernel
+stress: userspace
+	@$(S)/stress.sh
 
 # benchmark: handoff sysctl 0 vs 1 in one boot (BENCH=full for the whole matrix),
 # on the kernel built without debug options unless KCONFIG says otherwise

@@ -32,6 +32,16 @@ MK=(make -C "$WORK" O="$B" -j"$(nproc)" RUSTC=/usr/bin/rustc RUSTDOC=/usr/bin/ru
     CC="ccache gcc"
     KBUILD_BUILD_VERSION="$(cat "$WORK/.iou-series-version" 2>/dev/null || echo 1)"
     KBUILD_BUILD_USER=iou KBUILD_BUILD_HOST=handoff LOCALVERSION=)
+if [ "$KCONFIG" = debug ]; then
+	# KASAN with Rust needs the C side built by clang too (init/Kconfig: RUST
+	# depends on !KASAN || CC_IS_CLANG): the whole LLVM toolchain, version 22
+	# like the libclang bindgen uses
+	L=/usr/lib/llvm-22/bin
+	for t in clang:clang-22 ld.lld:lld-22 llvm-ar:llvm-22 llvm-nm:llvm-22 llvm-objcopy:llvm-22; do
+		[ -x "$L/${t%%:*}" ] || die "$L/${t%%:*} missing (KCONFIG=debug builds with LLVM): install the Debian package '${t#*:}'"
+	done
+	MK+=(LLVM="$L/" CC="ccache $L/clang")
+fi
 if [ "$ARCH" != x86_64 ]; then
 	need_tool aarch64-linux-gnu-gcc gcc-aarch64-linux-gnu
 	MK+=(ARCH=arm64 CROSS_COMPILE=aarch64-linux-gnu- CC="ccache aarch64-linux-gnu-gcc")
