@@ -47,6 +47,7 @@
  */
 #define _GNU_SOURCE
 #include <dirent.h>
+#include <poll.h>
 #include <pthread.h>
 #include <sched.h>
 #include <signal.h>
@@ -62,6 +63,7 @@
 #include <linux/capability.h>
 #include <linux/filter.h>
 #include <linux/futex.h>
+#include <linux/sched.h>
 #include <linux/seccomp.h>
 #if defined(__x86_64__)
 #include <asm/prctl.h>
@@ -1774,6 +1776,98 @@ TEST_F_TIMEOUT(identity, ptrace_races_handoffs, 120)
 	race_report(_metadata, rc, variant->sysctl, "seize/interrupt/detach");
 	ASSERT_TRUE(WIFEXITED(status)) TH_LOG("status %#x", status);
 	ASSERT_EQ(CHILD_OK, WEXITSTATUS(status));
+}
+
+#ifndef CLONE_PIDFD_AUTOKILL
+#define CLONE_AUTOREAP		(1ULL << 34)
+#define CLONE_NNP		(1ULL << 35)
+#define CLONE_PIDFD_AUTOKILL	(1ULL << 36)
+#endif
+
+/* The child of one autokill round: blocking fsyncs until it is killed. */
+static void autokill_child(struct __test_metadata *_metadata,
+			   struct scratch_files *sf, struct race *rc)
+{
+	struct ring_file rf;
+	struct hstat a, b;
+
+	rf_open(_metadata, sf, &rf);
+	ASSERT_EQ(0, read_hstat(rf.r.fd, &a));
+	__atomic_store_n(&rc->tid, sys_gettid(), __ATOMIC_RELEASE);
+	for (;;) {
+		blocking_fsyncs_flags(_metadata, &rf.r, rf.fd, rf.buf, 1,
+				      BF_SIGNALS);
+		ASSERT_EQ(0, read_hstat(rf.r.fd, &b));
+		__atomic_store_n(&rc->handoffs, b.handoffs - a.handoffs,
+				 __ATOMIC_RELEASE);
+		__atomic_add_fetch(&rc->fsyncs, 1, __ATOMIC_RELEASE);
+	}
+}
+
+/*
+ * PIDFD_AUTOKILL: closing the only pidfd of a child made with
+ * CLONE_PIDFD | CLONE_PIDFD_AUTOKILL must kill the child, whenever it comes.
+ * Each round, the child's main thread (the task the pidfd's TGID pid names)
+ * does blocking fsyncs, handing off, and the test closes the pidfd at a
+ * random moment of them; the child must be gone within RACE_WAIT_MS.
+ * pidfs_file_release() skips (with a warning) a task it finds to be a user
+ * worker: a lookup of the pid must never find the demoted task.
+ */
+TEST_F_TIMEOUT(identity, pidfd_autokill_races_handoffs, 120)
+{
+	struct race *rc = race_map(_metadata);
+	unsigned long rounds = 0, handoffs = 0;
+	long end = now_ms() + RACE_SECS * 1000;
+
+	srand(getpid());
+	while (now_ms() < end && !rc->line) {
+		struct clone_args ca = {
+			.flags = CLONE_PIDFD | CLONE_PIDFD_AUTOKILL |
+				 CLONE_AUTOREAP | CLONE_NNP,
+		};
+		unsigned long want = 1 + rand() % 3;
+		int pidfd = -1, watch;
+		struct pollfd pfd;
+		long child, until;
+
+		memset(rc, 0, sizeof(*rc));
+		ca.pidfd = (unsigned long)&pidfd;
+		child = syscall(__NR_clone3, &ca, sizeof(ca));
+		if (child < 0 && errno == EINVAL && !rounds)
+			SKIP(return, "no CLONE_PIDFD_AUTOKILL: %s", strerror(errno));
+		ASSERT_LE(0, child) TH_LOG("clone3: %s", strerror(errno));
+		if (!child) {
+			autokill_child(_metadata, &self->files, rc);
+			_exit(1);
+		}
+		watch = syscall(__NR_pidfd_open, child, 0);
+		ASSERT_LE(0, watch) TH_LOG("pidfd_open: %s", strerror(errno));
+		/* into the middle of the child's fsyncs */
+		until = now_ms() + RACE_WAIT_MS * 4;
+		while (__atomic_load_n(&rc->fsyncs, __ATOMIC_ACQUIRE) < want &&
+		       now_ms() < until)
+			usleep(500);
+		usleep(rand() % 3000);
+		handoffs += __atomic_load_n(&rc->handoffs, __ATOMIC_ACQUIRE);
+		ASSERT_EQ(0, close(pidfd));
+		pfd.fd = watch;
+		pfd.events = POLLIN;
+		if (poll(&pfd, 1, RACE_WAIT_MS) != 1) {
+			RACE_FAIL(rc, "round %lu: the child outlived its autokill pidfd (%lu fsyncs)",
+				  rounds, rc->fsyncs);
+			syscall(__NR_pidfd_send_signal, watch, SIGKILL, NULL, 0);
+			poll(&pfd, 1, RACE_WAIT_MS);
+		}
+		close(watch);
+		rounds++;
+	}
+	TH_LOG("%lu rounds, %lu handoffs before the close", rounds, handoffs);
+	ASSERT_EQ(0, rc->line) TH_LOG("line %d: %s", rc->line, rc->what);
+	ASSERT_LT(0UL, rounds);
+	if (variant->sysctl)
+		ASSERT_LT(0UL, handoffs) TH_LOG("no handoff to race with");
+	if (!variant->sysctl)
+		ASSERT_EQ(0UL, handoffs);
 }
 
 static struct race *sig_race;

@@ -29,6 +29,9 @@
  * seed as far as the scheduler allows. Violations and hangs fail the test;
  * the counters are printed either way. At sysctl 1 the run must hand off
  * at least once, at 0 never.
+ *
+ * four_threads_hand_off measures the handoff rate under load instead: see
+ * there.
  */
 #define _GNU_SOURCE
 #include <dirent.h>
@@ -49,6 +52,7 @@
 #include <sys/ptrace.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/time.h>
 #include <sys/wait.h>
 
 #include "../kselftest_harness.h"
@@ -780,8 +784,9 @@ static pid_t random_tid(int i, uint64_t *seed)
 /*
  * Seize a random submitter of @m by its tid, interrupt it, wait for it to
  * stop and let it go. The stop must come within STOP_WAIT_MS, and the task
- * that stops must still be the thread, not an io_uring worker. A signal-delivery stop is detached with
- * its signal, so that the family's signal counts still hold.
+ * that stops must still be the thread, not an io_uring worker. A
+ * signal-delivery stop is detached with its signal, so that the family's
+ * signal counts still hold.
  */
 static void ptrace_one(struct member *m, int i, uint64_t *seed)
 {
@@ -930,6 +935,123 @@ out:
 	/* at sysctl 1 some handed off, at 0 none */
 	EXPECT_EQ(self->sysctl, sc->handoffs > 0)
 		TH_LOG("%lu handoffs at sysctl %d", sc->handoffs, self->sysctl);
+}
+
+/*
+ * The handoff rate under load: four threads of one process, each on its own
+ * ring, fsync fresh dirty data on the disk back to back while an interval
+ * timer signals the process. Of the requests that blocked inline, at least
+ * RATE_MIN_PCT percent must hand off (not sleep in place), whatever signals
+ * and the other threads do.
+ */
+#define RATE_THREADS	4
+#define RATE_FSYNCS	40
+#define RATE_MIN_PCT	90
+
+struct rate_arg {
+	struct hstat h;
+	struct hrefused rf;
+	int err;
+	char name[32];
+};
+
+static int rate_alarms;
+
+static void rate_alarm(int sig)
+{
+	__atomic_fetch_add(&rate_alarms, 1, __ATOMIC_RELAXED);
+}
+
+static void *rate_thread(void *p)
+{
+	struct rate_arg *a = p;
+	struct io_uring_cqe cqe;
+	struct iou r;
+	char *buf = malloc(BLOCK_LEN);
+	int fd, i;
+
+	a->err = -ENOMEM;
+	if (!buf)
+		return NULL;
+	fd = open(a->name, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	a->err = fd < 0 ? -errno : iou_init(&r, 8, 0);
+	if (a->err)
+		goto out;
+	for (i = 0; i < RATE_FSYNCS && !a->err; i++) {
+		struct io_uring_sqe *sqe = iou_sqe(&r);
+
+		fill(buf, BLOCK_LEN, i + 1);
+		if (!sqe || write_file(fd, buf, BLOCK_LEN)) {
+			a->err = -EIO;
+			break;
+		}
+		iou_prep(sqe, IORING_OP_FSYNC, fd, NULL, 0, 0, i);
+		a->err = qd1_enter(&r, &cqe);
+		/* the timer's signal may end the wait before the CQE */
+		if (a->err == -ENODATA || a->err == -EINTR)
+			a->err = iou_wait_cqe(&r, &cqe);
+		if (!a->err && (cqe.user_data != (__u64)i || cqe.res))
+			a->err = cqe.res ? cqe.res : -EPROTO;
+	}
+	if (read_hstat(r.fd, &a->h) || read_refused(r.fd, &a->rf))
+		a->err = a->err ?: -ENODATA;
+	iou_exit(&r);
+out:
+	if (fd >= 0) {
+		close(fd);
+		unlink(a->name);
+	}
+	free(buf);
+	return NULL;
+}
+
+TEST_F_TIMEOUT(stress, four_threads_hand_off, 600)
+{
+	struct itimerval it = { .it_interval.tv_usec = 10000,
+				.it_value.tv_usec = 10000 };
+	struct sigaction sa = { .sa_handler = rate_alarm };
+	struct rate_arg a[RATE_THREADS] = {};
+	pthread_t t[RATE_THREADS];
+	unsigned long handoffs = 0, slept = 0, spare = 0, iowq = 0;
+	const int lock = refused_index("lock");
+	const int prepare = refused_index("prepare");
+	const int worker = refused_index("worker");
+	int i;
+
+	ASSERT_LE(0, lock);
+	ASSERT_LE(0, prepare);
+	ASSERT_LE(0, worker);
+	ASSERT_EQ(0, sigaction(SIGALRM, &sa, NULL));
+	ASSERT_EQ(0, setitimer(ITIMER_REAL, &it, NULL));
+	for (i = 0; i < RATE_THREADS; i++) {
+		snprintf(a[i].name, sizeof(a[i].name), "rate.%d.%d", getpid(), i);
+		ASSERT_EQ(0, pthread_create(&t[i], NULL, rate_thread, &a[i]));
+	}
+	for (i = 0; i < RATE_THREADS; i++)
+		pthread_join(t[i], NULL);
+	memset(&it, 0, sizeof(it));
+	setitimer(ITIMER_REAL, &it, NULL);
+	for (i = 0; i < RATE_THREADS; i++) {
+		EXPECT_EQ(0, a[i].err) TH_LOG("thread %d: %s", i,
+					      strerror(-a[i].err));
+		handoffs += a[i].h.handoffs;
+		iowq += a[i].h.iowq;
+		spare += a[i].rf.v[refused_index("spare")];
+		slept += a[i].h.handoffs + a[i].rf.v[lock] +
+			 a[i].rf.v[prepare] + a[i].rf.v[worker];
+	}
+	TH_LOG("sysctl %d: %d fsyncs, %lu blocked inline, %lu handed off (%lu%%), %lu refused for no spare worker, %lu to io-wq, %d timer signals",
+	       self->sysctl, RATE_THREADS * RATE_FSYNCS, slept, handoffs,
+	       slept ? handoffs * 100 / slept : 0, spare, iowq,
+	       __atomic_load_n(&rate_alarms, __ATOMIC_RELAXED));
+	if (!self->sysctl) {
+		EXPECT_EQ(0UL, handoffs);
+		return;
+	}
+	ASSERT_LT(0UL, slept) TH_LOG("no fsync blocked inline");
+	EXPECT_LE(RATE_MIN_PCT * slept, handoffs * 100)
+		TH_LOG("%lu of %lu blocked requests handed off", handoffs,
+		       slept);
 }
 
 TEST_HARNESS_MAIN
