@@ -79,6 +79,8 @@ enum Refusal {
     VforkParent,
     /// The destination belongs to another thread group.
     OtherGroup,
+    /// Signals are pending on the destination itself.
+    PendingSignals,
     /// The destination shares a different mm, file table, fs or namespaces.
     OtherContext,
     /// The identity would gain `no_new_privs`.
@@ -225,6 +227,14 @@ unsafe fn vet_destination(src: *mut Task, dst: *mut Task) -> Result<(), Refusal>
     }
     if s.signal != d.signal {
         return Err(Refusal::OtherGroup);
+    }
+    // Signals sent to the worker's tid stay the worker's: they must not become the thread's. A
+    // snapshot; at the claim, the siglock held makes it exact.
+    // SAFETY: `dst` is valid and its pending list initialised.
+    if unsafe { !list_empty(addr_of!(d.pending.list)) }
+        || d.pending.signal.sig.iter().any(|&w| w != 0)
+    {
+        return Err(Refusal::PendingSignals);
     }
     // SAFETY: `dst` is valid.
     if unsafe { syscall_user_dispatch(dst) } {
@@ -581,21 +591,11 @@ unsafe fn task_of(node: *mut bindings::list_head, offset: usize) -> *mut Task {
 ///
 /// The caller holds `tasklist_lock` for writing; `src` is the leader of `dst`'s group.
 unsafe fn move_leadership(dst: *mut Task, src: *mut Task) {
-    // SAFETY: Under `tasklist_lock`, which protects the thread, task and sibling lists and the
-    // group leader pointers; RCU readers may see a thread twice during the swap, never miss one.
+    // SAFETY: Under `tasklist_lock`, which protects the task and sibling lists and the group
+    // leader pointers. The thread list (`signal->thread_head`) is left as it is, as de_thread()
+    // leaves it: nothing needs the leader first, and moving a node under RCU readers that stand
+    // on it would make them skip threads.
     unsafe {
-        // The leader must come first on `signal->thread_head`: swap the two positions.
-        let mut prev = (*dst).thread_node.prev;
-        if ptr::eq(prev, addr_of!((*src).thread_node)) {
-            prev = addr_of_mut!((*dst).thread_node);
-        }
-        bindings::list_del_rcu(addr_of_mut!((*dst).thread_node));
-        bindings::list_replace_rcu(
-            addr_of_mut!((*src).thread_node),
-            addr_of_mut!((*dst).thread_node),
-        );
-        bindings::list_add_rcu(addr_of_mut!((*src).thread_node), prev);
-
         bindings::transfer_pid(src, dst, bindings::pid_type_PIDTYPE_TGID);
         bindings::transfer_pid(src, dst, bindings::pid_type_PIDTYPE_PGID);
         bindings::transfer_pid(src, dst, bindings::pid_type_PIDTYPE_SID);
@@ -730,6 +730,8 @@ unsafe fn move_attributes(dst: *mut Task, src: *mut Task) {
         }
         (*dst).personality = (*src).personality;
         (*dst).pdeath_signal = (*src).pdeath_signal;
+        // One task of the group gets the parent-death signal, as before.
+        (*src).pdeath_signal = 0;
         (*dst).timer_slack_ns = (*src).timer_slack_ns;
         (*dst).default_timer_slack_ns = (*src).default_timer_slack_ns;
         (*dst).start_time = (*src).start_time;
@@ -1007,8 +1009,7 @@ unsafe fn begin(src: *mut Task, th: &mut bindings::thread_handoff) -> Result<(),
         unsafe { unlock_tasks(src, leader) };
         return Err(why);
     }
-    // The process wide sums change in [`commit`], and the exchange reorders the thread list
-    // their readers walk: they retry on `stats_lock`. It nests in the siglock as in
+    // The process wide sums change in [`commit`]: their readers retry on `stats_lock`. It nests in the siglock as in
     // __exit_signal(), and is taken here, before the claim pins the destination with a raw lock.
     // SAFETY: `src`'s signal struct is valid.
     unsafe { bindings::write_seqlock(addr_of_mut!((*(*src).signal).stats_lock)) };
@@ -1132,7 +1133,7 @@ unsafe fn commit(dst: *mut Task, src: *mut Task, th: &mut bindings::thread_hando
         // (some readers, task_sched_runtime() of a sleeping task, take no lock), under
         // `stats_lock`, which nests in the siglock as in __exit_signal().
         // Under `stats_lock`, taken in [`begin`]: readers of the process wide sums retry rather
-        // than see the sums change or a thread twice on the reordered thread list.
+        // than see them change.
         acct_move(dst, src, (*src).signal);
         exchange(dst, src, th.leader);
         move_creds(dst, src);
