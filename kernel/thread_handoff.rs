@@ -592,10 +592,12 @@ unsafe fn task_of(node: *mut bindings::list_head, offset: usize) -> *mut Task {
 /// The caller holds `tasklist_lock` for writing; `src` is the leader of `dst`'s group.
 unsafe fn move_leadership(dst: *mut Task, src: *mut Task) {
     // SAFETY: Under `tasklist_lock`, which protects the task and sibling lists and the group
-    // leader pointers. The thread list (`signal->thread_head`) is left as it is, as de_thread()
-    // leaves it: nothing needs the leader first, and moving a node under RCU readers that stand
-    // on it would make them skip threads.
+    // leader pointers.
     unsafe {
+        // The thread list (`signal->thread_head`) keeps its order, as de_thread() leaves it:
+        // moving a node on it under RCU walkers (for_each_thread(), /proc/<pid>/task) makes
+        // some of them skip a thread that is there all along, whichever node moves. The cost:
+        // /proc/<pid>/task lists the leader where `dst` was, not first.
         bindings::transfer_pid(src, dst, bindings::pid_type_PIDTYPE_TGID);
         bindings::transfer_pid(src, dst, bindings::pid_type_PIDTYPE_PGID);
         bindings::transfer_pid(src, dst, bindings::pid_type_PIDTYPE_SID);
