@@ -591,13 +591,24 @@ unsafe fn task_of(node: *mut bindings::list_head, offset: usize) -> *mut Task {
 ///
 /// The caller holds `tasklist_lock` for writing; `src` is the leader of `dst`'s group.
 unsafe fn move_leadership(dst: *mut Task, src: *mut Task) {
-    // SAFETY: Under `tasklist_lock`, which protects the task and sibling lists and the group
-    // leader pointers.
+    // SAFETY: Under `tasklist_lock`, which protects the thread, task and sibling lists and the
+    // group leader pointers.
     unsafe {
-        // The thread list (`signal->thread_head`) keeps its order, as de_thread() leaves it:
-        // moving a node on it under RCU walkers (for_each_thread(), /proc/<pid>/task) makes
-        // some of them skip a thread that is there all along, whichever node moves. The cost:
-        // /proc/<pid>/task lists the leader where `dst` was, not first.
+        // The leader must come first on `signal->thread_head`: thread_group_empty() takes a
+        // leader that is last on it for alone, and the exit and wait paths reap it early. Swap
+        // the two positions. A walker under RCU alone (for_each_thread() without the siglock or
+        // `tasklist_lock`) that stands on `src` meanwhile can skip the threads between the two.
+        let mut prev = (*dst).thread_node.prev;
+        if ptr::eq(prev, addr_of!((*src).thread_node)) {
+            prev = addr_of_mut!((*dst).thread_node);
+        }
+        bindings::list_del_rcu(addr_of_mut!((*dst).thread_node));
+        bindings::list_replace_rcu(
+            addr_of_mut!((*src).thread_node),
+            addr_of_mut!((*dst).thread_node),
+        );
+        bindings::list_add_rcu(addr_of_mut!((*src).thread_node), prev);
+
         bindings::transfer_pid(src, dst, bindings::pid_type_PIDTYPE_TGID);
         bindings::transfer_pid(src, dst, bindings::pid_type_PIDTYPE_PGID);
         bindings::transfer_pid(src, dst, bindings::pid_type_PIDTYPE_SID);
@@ -1011,7 +1022,8 @@ unsafe fn begin(src: *mut Task, th: &mut bindings::thread_handoff) -> Result<(),
         unsafe { unlock_tasks(src, leader) };
         return Err(why);
     }
-    // The process wide sums change in [`commit`]: their readers retry on `stats_lock`. It nests in the siglock as in
+    // The process wide sums change in [`commit`], and the exchange reorders the thread list
+    // their readers walk: they retry on `stats_lock`. It nests in the siglock as in
     // __exit_signal(), and is taken here, before the claim pins the destination with a raw lock.
     // SAFETY: `src`'s signal struct is valid.
     unsafe { bindings::write_seqlock(addr_of_mut!((*(*src).signal).stats_lock)) };
@@ -1135,7 +1147,7 @@ unsafe fn commit(dst: *mut Task, src: *mut Task, th: &mut bindings::thread_hando
         // (some readers, task_sched_runtime() of a sleeping task, take no lock), under
         // `stats_lock`, which nests in the siglock as in __exit_signal().
         // Under `stats_lock`, taken in [`begin`]: readers of the process wide sums retry rather
-        // than see them change.
+        // than see the sums change or miss a thread on the reordered thread list.
         acct_move(dst, src, (*src).signal);
         exchange(dst, src, th.leader);
         move_creds(dst, src);

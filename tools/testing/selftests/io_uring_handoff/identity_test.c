@@ -446,10 +446,7 @@ static void ids_check(struct __test_metadata *_metadata,
 	EXPECT_STREQ(want, link);
 
 	list_tasks(_metadata, &after);
-	/*
-	 * The thread list keeps its order (Documentation/io_uring/handoff.rst):
-	 * after a leader's handoff the leader is listed where the worker was.
-	 */
+	EXPECT_EQ(pid, after.first) TH_LOG("the leader is listed first");
 	EXPECT_EQ(before.nr_user, after.nr_user)
 		TH_LOG("user threads: %d before, %d after (%d and %d with workers)",
 		       before.nr_user, after.nr_user, before.nr_all,
