@@ -70,7 +70,7 @@
 struct stress_counts {
 	unsigned long families, enters, ops, handoffs, handoff_rings;
 	unsigned long signals_sent, signals_handled, forks, execs;
-	unsigned long thread_exits, kills, ptrace_stops, setresuid;
+	unsigned long thread_exits, kills, ptrace_stops, setresuid, cancelled;
 	unsigned long violations, hangs;
 	char first[512];
 	pid_t tids[FAMILIES][MAX_SUB];	/* each family's submitters */
@@ -401,6 +401,15 @@ static bool one_op(struct iou *r, int fd, const char *path, char *buf,
 		return false;
 	}
 	COUNT(ops, 1);
+	/*
+	 * A request on io-wq of a process that is being killed (SIGKILL,
+	 * another thread's exec) is cancelled, and the thread may still see
+	 * the CQE before it dies.
+	 */
+	if (cqe.res == -ECANCELED) {
+		COUNT(cancelled, 1);
+		return true;
+	}
 	if (op == 0 && cqe.res)
 		violation("fsync: %s", strerror(-cqe.res));
 	if (op == 1 && (cqe.res || stx.stx_size != FILE_LEN))
@@ -922,8 +931,9 @@ TEST_F_TIMEOUT(stress, random_actors, 7300)
 		usleep(20 * 1000);
 	} while (now < end || alive);
 out:
-	TH_LOG("families %lu (killed %lu, exec'd %lu), enters %lu, requests %lu",
-	       sc->families, sc->kills, sc->execs, sc->enters, sc->ops);
+	TH_LOG("families %lu (killed %lu, exec'd %lu), enters %lu, requests %lu (%lu cancelled)",
+	       sc->families, sc->kills, sc->execs, sc->enters, sc->ops,
+	       sc->cancelled);
 	TH_LOG("handoffs %lu (counted on %lu rings), RT signals %lu sent, thread exits %lu, forks %lu, ptrace stops %lu, setresuid %lu",
 	       sc->handoffs, sc->handoff_rings, sc->signals_sent,
 	       sc->thread_exits, sc->forks, sc->ptrace_stops, sc->setresuid);
