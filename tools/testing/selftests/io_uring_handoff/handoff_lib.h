@@ -15,6 +15,8 @@
 #include <stdlib.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
+#include <time.h>
+#include <unistd.h>
 #include <linux/magic.h>
 #include <linux/stat.h>
 
@@ -48,6 +50,39 @@ static const char * const refused_names[] = {
 static inline pid_t sys_gettid(void)
 {
 	return syscall(__NR_gettid);
+}
+
+static inline long now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* The clock @clk in nanoseconds, or -1. */
+static inline long long clock_ns(clockid_t clk)
+{
+	struct timespec ts;
+
+	if (clock_gettime(clk, &ts))
+		return -1;
+	return ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+
+/* Read a small proc file into @buf; returns its length or -1. */
+static inline ssize_t read_small(const char *path, char *buf, size_t size)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	ssize_t n;
+
+	if (fd < 0)
+		return -1;
+	n = read(fd, buf, size - 1);
+	close(fd);
+	if (n >= 0)
+		buf[n] = '\0';
+	return n;
 }
 
 /* The sysctl's value (0 or 1), -ERANGE for anything else, or -errno. */

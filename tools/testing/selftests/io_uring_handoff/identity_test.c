@@ -332,21 +332,6 @@ static int child_status(struct __test_metadata *_metadata)
 	return _metadata->exit_code == KSFT_PASS ? CHILD_OK : 1;
 }
 
-/* Read a small proc file into @buf; returns its length or -1. */
-static ssize_t read_small(const char *path, char *buf, size_t size)
-{
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	ssize_t n;
-
-	if (fd < 0)
-		return -1;
-	n = read(fd, buf, size - 1);
-	close(fd);
-	if (n >= 0)
-		buf[n] = '\0';
-	return n;
-}
-
 /*
  * The threads of this process in /proc/self/task, the io-wq workers
  * (PF_IO_WORKER in the flags of their stat) aside: their number changes as
@@ -1606,14 +1591,6 @@ static struct race *race_map(struct __test_metadata *_metadata)
 				 __VA_ARGS__);				\
 	} while (0)
 
-static long now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 static bool race_stopped(struct race *rc)
 {
 	return __atomic_load_n(&rc->stop, __ATOMIC_ACQUIRE) ||
@@ -1975,15 +1952,6 @@ static long long stat_ticks(pid_t tid)
 			 &ut, &st) != 2)
 		return -1;
 	return ut + st;
-}
-
-static long long clock_ns(clockid_t clk)
-{
-	struct timespec ts;
-
-	if (clock_gettime(clk, &ts))
-		return -1;
-	return ts.tv_sec * 1000000000LL + ts.tv_nsec;
 }
 
 struct cpu_race {

@@ -105,22 +105,6 @@ static unsigned int rnd(uint64_t *s)
 	return (unsigned int)((*s * 0x2545f4914f6cdd1dULL) >> 32);
 }
 
-static long now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-static long long thread_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-	return ts.tv_sec * 1000000000LL + ts.tv_nsec;
-}
-
 /* --- a family ---------------------------------------------------------- */
 
 struct slot {
@@ -301,7 +285,7 @@ static void check_identity(struct expect *e, const char *what)
 		violation("%s: MXCSR %#x FCW %#x, want %#x %#x", what,
 			  get_mxcsr(), get_fcw(), e->mxcsr, e->fcw);
 #endif
-	ns = thread_ns();
+	ns = clock_ns(CLOCK_THREAD_CPUTIME_ID);
 	if (ns < e->cpu_ns - CLOCK_SLACK_NS)
 		violation("%s: thread CPU clock went back %lld ns", what,
 			  e->cpu_ns - ns);
@@ -470,7 +454,7 @@ static void *submitter(void *arg)
 	e.fcw = get_fcw();
 #endif
 	new_mask(&e, &s->seed);
-	e.cpu_ns = thread_ns();
+	e.cpu_ns = clock_ns(CLOCK_THREAD_CPUTIME_ID);
 
 	buf = malloc(FILE_LEN);
 	snprintf(path, sizeof(path), "stress.%d.%d", e.pid, e.tid);
@@ -716,19 +700,10 @@ static struct member members[FAMILIES];
 static void dump_stacks(pid_t pid)
 {
 	char path[64], buf[2048];
-	ssize_t n;
-	int fd;
 
 	snprintf(path, sizeof(path), "/proc/%d/stack", pid);
-	fd = open(path, O_RDONLY);
-	if (fd < 0)
-		return;
-	n = read(fd, buf, sizeof(buf) - 1);
-	close(fd);
-	if (n > 0) {
-		buf[n] = 0;
+	if (read_small(path, buf, sizeof(buf)) > 0)
 		fprintf(stderr, "# stack of %d:\n%s", pid, buf);
-	}
 }
 
 static void report_hang(pid_t pid, const char *what)
@@ -761,17 +736,10 @@ static void family_ended(struct member *m, int st)
 static void task_comm(pid_t pid, pid_t tid, char *buf, size_t size)
 {
 	char path[64];
-	ssize_t n;
-	int fd;
 
 	snprintf(path, sizeof(path), "/proc/%d/task/%d/comm", pid, tid);
-	buf[0] = 0;
-	fd = open(path, O_RDONLY);
-	if (fd < 0)
-		return;
-	n = read(fd, buf, size - 1);
-	close(fd);
-	buf[n > 0 ? n : 0] = 0;
+	if (read_small(path, buf, size) < 0)
+		buf[0] = 0;
 }
 
 /* The tid of a random submitter of family @i, or 0 */
@@ -1023,11 +991,13 @@ TEST_F_TIMEOUT(stress, four_threads_hand_off, 600)
 	struct rate_arg a[RATE_THREADS] = {};
 	pthread_t t[RATE_THREADS];
 	unsigned long handoffs = 0, slept = 0, spare = 0, iowq = 0;
+	const int no_spare = refused_index("spare");
 	const int lock = refused_index("lock");
 	const int prepare = refused_index("prepare");
 	const int worker = refused_index("worker");
 	int i;
 
+	ASSERT_LE(0, no_spare);
 	ASSERT_LE(0, lock);
 	ASSERT_LE(0, prepare);
 	ASSERT_LE(0, worker);
@@ -1046,7 +1016,7 @@ TEST_F_TIMEOUT(stress, four_threads_hand_off, 600)
 					      strerror(-a[i].err));
 		handoffs += a[i].h.handoffs;
 		iowq += a[i].h.iowq;
-		spare += a[i].rf.v[refused_index("spare")];
+		spare += a[i].rf.v[no_spare];
 		slept += a[i].h.handoffs + a[i].rf.v[lock] +
 			 a[i].rf.v[prepare] + a[i].rf.v[worker];
 	}
