@@ -14,6 +14,13 @@ if [ ! -f "$LU/.iou-built" ]; then
 	touch "$LU/.iou-built"
 fi
 info "liburing: $(ls "$LU"/test/*.t | wc -l) test programs"
+# the alarm() shim for the tests listed as liburing-no-alarm (tests/no-alarm.c)
+NA=$CACHE/liburing/no-alarm.so
+if [ ! -f "$NA" ] || [ "$REPO/tests/no-alarm.c" -nt "$NA" ]; then
+	cc -shared -fPIC -O2 -Wall -Werror -o "$NA.tmp" "$REPO/tests/no-alarm.c" || \
+		die "building $NA from tests/no-alarm.c failed"
+	mv "$NA.tmp" "$NA"
+fi
 
 # kselftests of the series, against the work tree's uapi headers
 B=$(build_dir)

@@ -175,11 +175,13 @@ def splats(lines, allow_race=False):
 class Expected:
     """tests/expected.txt: 'kselftest COLL:PROG CASES', 'kunit SUITE',
     'skip COLL:PROG CASE REASON', 'liburing-skip TEST REASON',
-    'liburing-flaky TEST REASON', 'liburing-timeout TEST SECONDS REASON'."""
+    'liburing-flaky TEST REASON', 'liburing-timeout TEST SECONDS REASON',
+    'liburing-no-alarm TEST REASON'."""
 
     def __init__(self):
         self.kselftests, self.kunit, self.skips = {}, [], {}
         self.liburing_skips, self.flaky, self.timeouts = {}, {}, {}
+        self.no_alarm = {}
 
 
 def load_expected():
@@ -201,6 +203,8 @@ def load_expected():
                 e.flaky[w[1]] = ' '.join(w[2:])
             elif w[0] == 'liburing-timeout' and len(w) >= 4 and re.fullmatch(r'[1-9]\d*', w[2]):
                 e.timeouts[w[1]] = (int(w[2]), ' '.join(w[3:]))
+            elif w[0] == 'liburing-no-alarm' and len(w) >= 3:
+                e.no_alarm[w[1]] = ' '.join(w[2:])
             else:
                 raise SystemExit('%s:%d: cannot parse: %s' % (EXPECTED, n, line.strip()))
     return e
@@ -433,7 +437,7 @@ def check_kunit(v, run, lines, expected):
             v.bad('KUnit suite %s ran no case (all %d skipped)' % (s, c.get('tests', 0)))
 
 
-def check_liburing(v, run, passes, base, allowed_skips, flaky, timeouts):
+def check_liburing(v, run, passes, base, allowed_skips, flaky, timeouts, no_alarm):
     phases = phases_asked()
     if 'liburing' not in phases:
         print('liburing:   not asked for (PHASES=%s)' % phases)
@@ -441,6 +445,9 @@ def check_liburing(v, run, passes, base, allowed_skips, flaky, timeouts):
     if timeouts:
         print('liburing:   own timeouts (tests/expected.txt): %s' % ', '.join(
             '%s %d s' % (t, s) for t, (s, _) in sorted(timeouts.items())))
+    if no_alarm:
+        print('liburing:   alarm() watchdog off, the timeout kept (tests/expected.txt): %s' % ' '.join(
+            sorted(no_alarm)))
     subset = os.environ.get('LIBURING_TESTS', '').split()
     want = subset or sorted(base)
     for p in passes:
@@ -586,7 +593,7 @@ def summary(run, vmrc):
         check_kunit(v, run, lines, [] if base_kernel else exp.kunit)
     if not base_kernel:
         check_kselftests(v, run, want, exp.kselftests, exp.skips)
-    check_liburing(v, run, want, base, exp.liburing_skips, exp.flaky, exp.timeouts)
+    check_liburing(v, run, want, base, exp.liburing_skips, exp.flaky, exp.timeouts, exp.no_alarm)
 
     # the consoles: this run's, and those of every run vm.sh retried
     consoles = [con] + sorted(os.path.join(run, f) for f in os.listdir(run)
