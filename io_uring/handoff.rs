@@ -450,7 +450,8 @@ pub unsafe extern "C" fn io_uring_task_sleeping(tsk: *mut Task) {
         bindings::mutex_unlock(ptr::addr_of_mut!((*ctx).__bindgen_anon_2.uring_lock));
 
         move_tctx(tctx, tsk, dst);
-        bindings::io_wq_handoff_commit(dst);
+        // The request becomes our current work: cancelable, as on any worker.
+        bindings::io_wq_handoff_commit(dst, ptr::addr_of_mut!((*req).work));
         // What sched_submit_work() does for a worker going to sleep.
         bindings::io_wq_worker_sleeping(tsk);
     }
@@ -466,6 +467,8 @@ pub unsafe extern "C" fn io_uring_task_sleeping(tsk: *mut Task) {
 pub unsafe extern "C" fn io_handoff_complete(req: *mut Req, ret: c_int) -> c_int {
     // SAFETY: The request is ours; the C functions take it over.
     unsafe {
+        // Past this point a cancel has nothing left to interrupt.
+        bindings::io_wq_handoff_work_done();
         if ret == IOU_COMPLETE {
             (*req).cqe.res = fixup_restart((*req).cqe.res);
             (*req).__bindgen_anon_4.io_task_work.func = Some(bindings::io_req_task_complete);
