@@ -2305,4 +2305,178 @@ TEST_F_TIMEOUT(identity, refused_sleep_takes_signals, 120)
 	reap(_metadata, child, CHILD_OK);
 }
 
+/* The FIFO open that blocks for as long as a test wants, and its release */
+#define FIFO_OPEN_DATA	0xf1f0ULL
+#define FIFO_RELEASE_MS	5000	/* a writer comes after that, test or not */
+
+/*
+ * Issue an open of a new FIFO that has no writer through @rf's ring: it
+ * blocks inline and hands off (sysctl 1) or blocks on io-wq (sysctl 0).
+ * Returns once the open sleeps, with the handoffs it took in @handed.
+ */
+static void fifo_open_blocked(struct __test_metadata *_metadata, bool on,
+			      struct ring_file *rf, char *fifo, size_t size,
+			      unsigned long *handed)
+{
+	struct io_uring_sqe *sqe;
+	struct hstat a, b;
+
+	snprintf(fifo, size, "%s.fifo", rf->path);
+	ASSERT_EQ(0, mkfifo(fifo, 0600));
+	ASSERT_EQ(0, read_hstat(rf->r.fd, &a));
+	sqe = iou_sqe(&rf->r);
+	ASSERT_NE(NULL, sqe);
+	iou_prep(sqe, IORING_OP_OPENAT, AT_FDCWD, fifo, 0, 0, FIFO_OPEN_DATA);
+	sqe->open_flags = O_RDONLY | O_CLOEXEC;
+	ASSERT_EQ(1, iou_submit(&rf->r, 0));
+	usleep(200 * 1000);
+	ASSERT_EQ(0, read_hstat(rf->r.fd, &b));
+	*handed = b.handoffs - a.handoffs;
+	if (on) {
+		ASSERT_EQ(1UL, *handed) TH_LOG("the FIFO open did not hand off");
+	} else {
+		ASSERT_EQ(0UL, *handed);
+	}
+}
+
+/* Open @fifo for writing, which lets a blocked open of it complete */
+static void fifo_release(const char *fifo)
+{
+	int i, wfd = -1;
+
+	for (i = 0; i < 50 && wfd < 0; i++) {
+		wfd = open(fifo, O_WRONLY | O_NONBLOCK | O_CLOEXEC);
+		if (wfd < 0)
+			usleep(20 * 1000);
+	}
+	if (wfd >= 0)
+		close(wfd);
+}
+
+/*
+ * Item 7: a request that handed off is still a running io-wq request that
+ * IORING_OP_ASYNC_CANCEL reaches. The thread cancels its own FIFO open
+ * after the handoff: as on 7.3 (sysctl 0, the open runs on io-wq) the
+ * cancel returns -EALREADY and the open ends at once with -EINTR, long
+ * before the writer that a helper brings after FIFO_RELEASE_MS.
+ */
+TEST_F_TIMEOUT(identity, async_cancel_reaches_handoff, 120)
+{
+	pid_t child;
+
+	child = fork();
+	ASSERT_LE(0, child);
+	if (!child) {
+		int cancel_res = 1, open_res = 1;
+		struct io_uring_cqe cqe;
+		struct io_uring_sqe *sqe;
+		char fifo[PATH_MAX];
+		struct ring_file rf;
+		unsigned long handed;
+		pid_t helper;
+		long t0, t_open = -1;
+
+		rf_open(_metadata, &self->files, &rf);
+		prewarm(_metadata, variant->sysctl, &rf);
+		fifo_open_blocked(_metadata, variant->sysctl, &rf, fifo,
+				  sizeof(fifo), &handed);
+		helper = fork();
+		ASSERT_LE(0, helper);
+		if (!helper) {
+			usleep(FIFO_RELEASE_MS * 1000);
+			fifo_release(fifo);
+			_exit(0);
+		}
+		sqe = iou_sqe(&rf.r);
+		ASSERT_NE(NULL, sqe);
+		iou_prep_cancel(sqe, FIFO_OPEN_DATA, 0, 0xca);
+		t0 = now_ms();
+		ASSERT_EQ(1, iou_submit(&rf.r, 0));
+		while ((cancel_res > 0 || open_res > 0) &&
+		       now_ms() - t0 < FIFO_RELEASE_MS + 3000) {
+			if (!iou_cqe(&rf.r, &cqe)) {
+				usleep(1000);
+				continue;
+			}
+			if (cqe.user_data == 0xca) {
+				cancel_res = cqe.res;
+			} else {
+				ASSERT_EQ(FIFO_OPEN_DATA, cqe.user_data);
+				open_res = cqe.res;
+				t_open = now_ms() - t0;
+			}
+		}
+		EXPECT_EQ(-EALREADY, cancel_res)
+			TH_LOG("ASYNC_CANCEL of the open (%lu handoff): %s", handed,
+			       strerror(-cancel_res));
+		EXPECT_EQ(-EINTR, open_res)
+			TH_LOG("the canceled open returned %d after %ld ms",
+			       open_res, t_open);
+		EXPECT_GT(2000, t_open)
+			TH_LOG("the canceled open ended after %ld ms", t_open);
+		if (open_res >= 0)
+			close(open_res);
+		kill(helper, SIGKILL);
+		waitpid(helper, NULL, 0);
+		unlink(fifo);
+		rf_close(&rf);
+		_exit(child_status(_metadata));
+	}
+	reap(_metadata, child, CHILD_OK);
+}
+
+/*
+ * Item 7: execve() cancels the requests of the thread (io_uring_task_cancel())
+ * and waits for them: it must reach a request that handed off. The thread
+ * of a child hands off in a FIFO open, then execs: it must run the new
+ * program at once, not once the FIFO gets a writer after FIFO_RELEASE_MS.
+ */
+TEST_F_TIMEOUT(identity, exec_cancels_handoff, 120)
+{
+	char fifo[PATH_MAX] = "";
+	int pfd[2], ret;
+	long t0, waited;
+	pid_t child;
+
+	if (access("/bin/true", X_OK))
+		SKIP(return, "no /bin/true to exec");
+	ASSERT_EQ(0, pipe2(pfd, O_CLOEXEC));
+	child = fork();
+	ASSERT_LE(0, child);
+	if (!child) {
+		struct ring_file rf;
+		unsigned long handed;
+
+		close(pfd[0]);
+		rf_open(_metadata, &self->files, &rf);
+		prewarm(_metadata, variant->sysctl, &rf);
+		fifo_open_blocked(_metadata, variant->sysctl, &rf, fifo,
+				  sizeof(fifo), &handed);
+		/* the FIFO's name, then exec: the pipe closes on exec */
+		ASSERT_EQ((ssize_t)sizeof(fifo), write(pfd[1], fifo, sizeof(fifo)));
+		execl("/bin/true", "true", (char *)NULL);
+		_exit(3);
+	}
+	close(pfd[1]);
+	ret = read(pfd[0], fifo, sizeof(fifo));
+	t0 = now_ms();
+	if (ret == (ssize_t)sizeof(fifo)) {
+		struct pollfd p = { .fd = pfd[0], .events = POLLIN };
+
+		/* POLLHUP once the exec closed the pipe, or the child died */
+		ret = poll(&p, 1, FIFO_RELEASE_MS);
+		waited = now_ms() - t0;
+		if (ret <= 0)
+			fifo_release(fifo);
+		EXPECT_EQ(1, ret) TH_LOG("no exec in %d ms", FIFO_RELEASE_MS);
+		EXPECT_GT(2000, waited)
+			TH_LOG("exec waited %ld ms for the handed-off open", waited);
+		unlink(fifo);
+	} else {
+		EXPECT_EQ((ssize_t)sizeof(fifo), ret) TH_LOG("the child failed first");
+	}
+	close(pfd[0]);
+	reap(_metadata, child, 0);
+}
+
 TEST_HARNESS_MAIN
