@@ -2312,12 +2312,15 @@ TEST_F_TIMEOUT(identity, refused_sleep_takes_signals, 120)
 /*
  * Issue an open of a new FIFO that has no writer through @rf's ring: it
  * blocks inline and hands off (sysctl 1) or blocks on io-wq (sysctl 0).
- * Returns once the open sleeps, with the handoffs it took in @handed.
+ * O_CREAT (of the FIFO that exists) is what keeps 7.3's nonblocking first
+ * attempt from opening it at once: it punts such opens to io-wq. Returns
+ * once the open sleeps, with the handoffs it took in @handed.
  */
 static void fifo_open_blocked(struct __test_metadata *_metadata, bool on,
 			      struct ring_file *rf, char *fifo, size_t size,
 			      unsigned long *handed)
 {
+	struct io_uring_cqe cqe;
 	struct io_uring_sqe *sqe;
 	struct hstat a, b;
 
@@ -2326,12 +2329,13 @@ static void fifo_open_blocked(struct __test_metadata *_metadata, bool on,
 	ASSERT_EQ(0, read_hstat(rf->r.fd, &a));
 	sqe = iou_sqe(&rf->r);
 	ASSERT_NE(NULL, sqe);
-	iou_prep(sqe, IORING_OP_OPENAT, AT_FDCWD, fifo, 0, 0, FIFO_OPEN_DATA);
-	sqe->open_flags = O_RDONLY | O_CLOEXEC;
+	iou_prep(sqe, IORING_OP_OPENAT, AT_FDCWD, fifo, 0600, 0, FIFO_OPEN_DATA);
+	sqe->open_flags = O_RDONLY | O_CREAT | O_CLOEXEC;
 	ASSERT_EQ(1, iou_submit(&rf->r, 0));
 	usleep(200 * 1000);
 	ASSERT_EQ(0, read_hstat(rf->r.fd, &b));
 	*handed = b.handoffs - a.handoffs;
+	ASSERT_FALSE(iou_cqe(&rf->r, &cqe)) TH_LOG("the FIFO open ended: %d", cqe.res);
 	if (on) {
 		ASSERT_EQ(1UL, *handed) TH_LOG("the FIFO open did not hand off");
 	} else {
@@ -2358,7 +2362,8 @@ static void fifo_release(const char *fifo)
  * IORING_OP_ASYNC_CANCEL reaches. The thread cancels its own FIFO open
  * after the handoff: as on 7.3 (sysctl 0, the open runs on io-wq) the
  * cancel returns -EALREADY and the open ends at once with -EINTR, long
- * before the writer that a helper brings after FIFO_RELEASE_MS.
+ * before the writer that a helper brings after FIFO_RELEASE_MS. Before the
+ * fix the cancel returned -ENOENT and the open waited for the writer.
  */
 TEST_F_TIMEOUT(identity, async_cancel_reaches_handoff, 120)
 {
