@@ -1008,6 +1008,13 @@ unsafe fn begin(src: *mut Task, th: &mut bindings::thread_handoff) -> Result<(),
     let sighand = unsafe { (*src).sighand };
     // SAFETY: As above.
     unsafe { bindings::write_lock_irq(addr_of_mut!(bindings::tasklist_lock)) };
+    if leader {
+        // The group's rlimits are guarded by the leader's task lock: leadership moves with it
+        // held, so that task_lock_group_leader() ends up on the leader that is. It nests inside
+        // `tasklist_lock` (mm_update_next_owner()) and outside the siglock (the OOM killer).
+        // SAFETY: `src` is `current`, which holds no spinlock in the pre-sleep hook.
+        unsafe { bindings::task_lock(src) };
+    }
     // SAFETY: As above.
     unsafe { bindings::spin_lock(addr_of_mut!((*sighand).siglock)) };
     th.leader = leader;
@@ -1103,6 +1110,9 @@ unsafe fn unlock_tasks(src: *mut Task, leader: bool) {
     unsafe {
         let sighand = (*src).sighand;
         bindings::spin_unlock(addr_of_mut!((*sighand).siglock));
+        if leader {
+            bindings::task_unlock(src);
+        }
         bindings::write_unlock_irq(addr_of_mut!(bindings::tasklist_lock));
         if leader {
             bindings::cgroup_threadgroup_change_end(src);

@@ -1935,6 +1935,128 @@ TEST_F_TIMEOUT(identity, tgkill_races_handoffs, 120)
 	race_report(_metadata, rc, variant->sysctl, "signals");
 }
 
+#ifndef PIDFD_THREAD
+#define PIDFD_THREAD	O_EXCL
+#endif
+#define TIMER_SIG	(SIGRTMIN + 2)
+#define TIMER_PERIOD_NS	(2 * 1000 * 1000)
+
+static unsigned long timer_sig_seen;
+static timer_t race_timer;
+
+static void race_timer_signal(int sig)
+{
+	__atomic_add_fetch(&timer_sig_seen, 1, __ATOMIC_RELEASE);
+}
+
+/* Wait up to RACE_WAIT_MS for *@seen to pass @than; false if it did not */
+static bool race_count_passes(unsigned long *seen, unsigned long than)
+{
+	long end = now_ms() + RACE_WAIT_MS;
+
+	while (__atomic_load_n(seen, __ATOMIC_ACQUIRE) <= than) {
+		if (now_ms() > end)
+			return false;
+		usleep(100);
+	}
+	return true;
+}
+
+static void *race_thread_senders(void *arg)
+{
+	struct itimerspec its = {
+		.it_value = { .tv_nsec = TIMER_PERIOD_NS },
+		.it_interval = { .tv_nsec = TIMER_PERIOD_NS },
+	};
+	struct race *rc = arg;
+	int pidfd;
+	long end;
+
+	/* not before the ring is set up: its warm-up expects no signals */
+	if (!race_wait_tid(rc)) {
+		RACE_FAIL(rc, "the submitter did not start");
+		return NULL;
+	}
+	if (timer_settime(race_timer, 0, &its, NULL)) {
+		RACE_FAIL(rc, "timer_settime: %s", strerror(errno));
+		return NULL;
+	}
+	pidfd = syscall(__NR_pidfd_open, sig_race_tid, PIDFD_THREAD);
+	if (pidfd < 0) {
+		RACE_FAIL(rc, "pidfd_open(%d, PIDFD_THREAD): %s", sig_race_tid,
+			  strerror(errno));
+		return NULL;
+	}
+	end = now_ms() + RACE_SECS * 1000;
+	while (now_ms() < end && !rc->line) {
+		unsigned long ticks = __atomic_load_n(&timer_sig_seen,
+						      __ATOMIC_ACQUIRE);
+		unsigned long want = rc->acts + 1;
+
+		if (syscall(__NR_pidfd_send_signal, pidfd, SIGUSR1, NULL, 0)) {
+			RACE_FAIL(rc, "pidfd_send_signal: %s", strerror(errno));
+			break;
+		}
+		rc->acts = want;
+		if (!race_count_passes(&sig_race_seen, want - 1)) {
+			RACE_FAIL(rc, "signal %lu to the thread pidfd of %d lost",
+				  want, sig_race_tid);
+			break;
+		}
+		if (!race_count_passes(&timer_sig_seen, ticks)) {
+			RACE_FAIL(rc, "the SIGEV_THREAD_ID timer of %d stopped after %lu signals",
+				  sig_race_tid, ticks);
+			break;
+		}
+		usleep(rand() % 1000);
+	}
+	close(pidfd);
+	__atomic_store_n(&rc->stop, 1, __ATOMIC_RELEASE);
+	return NULL;
+}
+
+/*
+ * Signals that their sender looks the thread up for by its struct pid, and
+ * queues after taking the siglock: a periodic POSIX timer with
+ * SIGEV_THREAD_ID (every 2 ms) and pidfd_send_signal() to a thread pidfd,
+ * one at a time from another thread. Neither may queue its signal on a
+ * task a handoff just demoted, where it stays blocked: each pidfd signal
+ * must run its handler on the thread, and the timer must keep firing (its
+ * next expiry is only armed once its signal is dequeued).
+ */
+TEST_F_TIMEOUT(identity, thread_signals_race_handoffs, 120)
+{
+	struct race *rc = race_map(_metadata);
+	pid_t child;
+
+	child = fork();
+	ASSERT_LE(0, child);
+	if (!child) {
+		struct sigaction sa = { .sa_handler = race_signal };
+		struct sigevent sev = {
+			.sigev_notify = SIGEV_THREAD_ID,
+			.sigev_signo = TIMER_SIG,
+		};
+		pthread_t t;
+
+		sig_race = rc;
+		sig_race_tid = sys_gettid();
+		sigemptyset(&sa.sa_mask);
+		ASSERT_EQ(0, sigaction(SIGUSR1, &sa, NULL));
+		sa.sa_handler = race_timer_signal;
+		ASSERT_EQ(0, sigaction(TIMER_SIG, &sa, NULL));
+		sev._sigev_un._tid = sig_race_tid;	/* sigev_notify_thread_id */
+		ASSERT_EQ(0, timer_create(CLOCK_MONOTONIC, &sev, &race_timer));
+		ASSERT_EQ(0, pthread_create(&t, NULL, race_thread_senders, rc));
+		race_fsyncs(_metadata, &self->files, rc);
+		pthread_join(t, NULL);
+		timer_delete(race_timer);
+		_exit(child_status(_metadata));
+	}
+	reap(_metadata, child, CHILD_OK);
+	race_report(_metadata, rc, variant->sysctl, "thread signals");
+}
+
 /* utime + stime of /proc/self[/task/@tid]/stat, in clock ticks, or -1. */
 static long long stat_ticks(pid_t tid)
 {
