@@ -467,8 +467,12 @@ pub unsafe extern "C" fn io_uring_task_sleeping(tsk: *mut Task) {
 pub unsafe extern "C" fn io_handoff_complete(req: *mut Req, ret: c_int) -> c_int {
     // SAFETY: The request is ours; the C functions take it over.
     unsafe {
-        // Past this point a cancel has nothing left to interrupt.
+        // Past this point a cancel has nothing left to interrupt, and io-wq's reference goes.
+        // It is the last one only for a request that completes on its own (`ret` is
+        // `IOU_ISSUE_SKIP_COMPLETE`), which the branches below don't touch: the others are
+        // finished below, holding the issue's reference.
         bindings::io_wq_handoff_work_done();
+        bindings::io_handoff_work_put(req);
         if ret == IOU_COMPLETE {
             (*req).cqe.res = fixup_restart((*req).cqe.res);
             (*req).__bindgen_anon_4.io_task_work.func = Some(bindings::io_req_task_complete);
