@@ -36,7 +36,8 @@ const __LOG_PREFIX: &[u8] = b"thread_handoff\0";
 
 /// `prctl()` driven process flags that follow the identity. `PF_MEMALLOC_NOIO` and friends stay:
 /// kernel code sets those too, for its own scopes.
-const MOVED_PF_FLAGS: c_uint = bindings::PF_MCE_PROCESS | bindings::PF_MCE_EARLY;
+const MOVED_PF_FLAGS: c_uint =
+    bindings::PF_MCE_PROCESS | bindings::PF_MCE_EARLY | bindings::PF_FORKNOEXEC;
 
 /// Why a source or destination was refused.
 ///
@@ -620,7 +621,8 @@ unsafe fn move_leadership(dst: *mut Task, src: *mut Task) {
         let offset = core::mem::offset_of!(Task, thread_node);
         let mut node = (*head).next;
         while !ptr::eq(node, head) {
-            (*task_of(node, offset)).group_leader = dst;
+            // WRITE_ONCE(): task_lock_group_leader() reads it without `tasklist_lock`.
+            ptr::write_volatile(addr_of_mut!((*task_of(node, offset)).group_leader), dst);
             node = (*node).next;
         }
 
@@ -1008,13 +1010,6 @@ unsafe fn begin(src: *mut Task, th: &mut bindings::thread_handoff) -> Result<(),
     let sighand = unsafe { (*src).sighand };
     // SAFETY: As above.
     unsafe { bindings::write_lock_irq(addr_of_mut!(bindings::tasklist_lock)) };
-    if leader {
-        // The group's rlimits are guarded by the leader's task lock: leadership moves with it
-        // held, so that task_lock_group_leader() ends up on the leader that is. It nests inside
-        // `tasklist_lock` (mm_update_next_owner()) and outside the siglock (the OOM killer).
-        // SAFETY: `src` is `current`, which holds no spinlock in the pre-sleep hook.
-        unsafe { bindings::task_lock(src) };
-    }
     // SAFETY: As above.
     unsafe { bindings::spin_lock(addr_of_mut!((*sighand).siglock)) };
     th.leader = leader;
@@ -1110,9 +1105,6 @@ unsafe fn unlock_tasks(src: *mut Task, leader: bool) {
     unsafe {
         let sighand = (*src).sighand;
         bindings::spin_unlock(addr_of_mut!((*sighand).siglock));
-        if leader {
-            bindings::task_unlock(src);
-        }
         bindings::write_unlock_irq(addr_of_mut!(bindings::tasklist_lock));
         if leader {
             bindings::cgroup_threadgroup_change_end(src);
