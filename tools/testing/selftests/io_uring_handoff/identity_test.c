@@ -1870,6 +1870,19 @@ static void race_signal(int sig)
 	__atomic_add_fetch(&sig_race_seen, 1, __ATOMIC_RELEASE);
 }
 
+/* Wait up to RACE_WAIT_MS for *@seen to pass @than; false if it did not */
+static bool race_count_passes(unsigned long *seen, unsigned long than)
+{
+	long end = now_ms() + RACE_WAIT_MS;
+
+	while (__atomic_load_n(seen, __ATOMIC_ACQUIRE) <= than) {
+		if (now_ms() > end)
+			return false;
+		usleep(100);
+	}
+	return true;
+}
+
 static void *race_tgkill(void *arg)
 {
 	struct race *rc = arg;
@@ -1884,21 +1897,16 @@ static void *race_tgkill(void *arg)
 
 	while (now_ms() < end && !rc->line) {
 		unsigned long want = rc->acts + 1;
-		long wait_end;
 
 		if (syscall(__NR_tgkill, getpid(), sig_race_tid, SIGUSR1)) {
 			RACE_FAIL(rc, "tgkill: %s", strerror(errno));
 			break;
 		}
 		rc->acts = want;
-		wait_end = now_ms() + RACE_WAIT_MS;
-		while (__atomic_load_n(&sig_race_seen, __ATOMIC_ACQUIRE) < want) {
-			if (now_ms() > wait_end) {
-				RACE_FAIL(rc, "signal %lu to tid %d lost", want,
-					  sig_race_tid);
-				break;
-			}
-			usleep(100);
+		if (!race_count_passes(&sig_race_seen, want - 1)) {
+			RACE_FAIL(rc, "signal %lu to tid %d lost", want,
+				  sig_race_tid);
+			break;
 		}
 		usleep(rand() % 1000);
 	}
@@ -1947,19 +1955,6 @@ static timer_t race_timer;
 static void race_timer_signal(int sig)
 {
 	__atomic_add_fetch(&timer_sig_seen, 1, __ATOMIC_RELEASE);
-}
-
-/* Wait up to RACE_WAIT_MS for *@seen to pass @than; false if it did not */
-static bool race_count_passes(unsigned long *seen, unsigned long than)
-{
-	long end = now_ms() + RACE_WAIT_MS;
-
-	while (__atomic_load_n(seen, __ATOMIC_ACQUIRE) <= than) {
-		if (now_ms() > end)
-			return false;
-		usleep(100);
-	}
-	return true;
 }
 
 static void *race_thread_senders(void *arg)
