@@ -176,12 +176,18 @@ class Expected:
     """tests/expected.txt: 'kselftest COLL:PROG CASES', 'kunit SUITE',
     'skip COLL:PROG CASE REASON', 'liburing-skip TEST REASON',
     'liburing-flaky TEST REASON', 'liburing-timeout TEST SECONDS REASON',
-    'liburing-no-alarm TEST REASON'."""
+    'liburing-no-alarm TEST REASON', 'liburing-timing TEST "PATTERN" REASON'."""
 
     def __init__(self):
         self.kselftests, self.kunit, self.skips = {}, [], {}
         self.liburing_skips, self.flaky, self.timeouts = {}, {}, {}
         self.no_alarm = {}
+        # TEST -> (PATTERN, REASON): a failure whose output matches PATTERN (an
+        # extended regular expression) is a failed wall-clock check, not a bug
+        self.timing = {}
+
+
+TIMING = re.compile(r'^liburing-timing (\S+) "([^"]+)" (\S.*?)\s*$')
 
 
 def load_expected():
@@ -205,6 +211,13 @@ def load_expected():
                 e.timeouts[w[1]] = (int(w[2]), ' '.join(w[3:]))
             elif w[0] == 'liburing-no-alarm' and len(w) >= 3:
                 e.no_alarm[w[1]] = ' '.join(w[2:])
+            elif w[0] == 'liburing-timing' and TIMING.match(line):
+                m = TIMING.match(line)
+                try:
+                    re.compile(m.group(2))
+                except re.error as err:
+                    raise SystemExit('%s:%d: bad pattern: %s' % (EXPECTED, n, err))
+                e.timing[m.group(1)] = (m.group(2), m.group(3))
             else:
                 raise SystemExit('%s:%d: cannot parse: %s' % (EXPECTED, n, line.strip()))
     return e
@@ -437,7 +450,7 @@ def check_kunit(v, run, lines, expected):
             v.bad('KUnit suite %s ran no case (all %d skipped)' % (s, c.get('tests', 0)))
 
 
-def check_liburing(v, run, passes, base, allowed_skips, flaky, timeouts, no_alarm):
+def check_liburing(v, run, passes, base, allowed_skips, flaky, timeouts, no_alarm, timing):
     phases = phases_asked()
     if 'liburing' not in phases:
         print('liburing:   not asked for (PHASES=%s)' % phases)
@@ -448,6 +461,9 @@ def check_liburing(v, run, passes, base, allowed_skips, flaky, timeouts, no_alar
     if no_alarm:
         print('liburing:   alarm() watchdog off, the timeout kept (tests/expected.txt): %s' % ' '.join(
             sorted(no_alarm)))
+    if timing:
+        print('liburing:   timing checks TCG cannot meet, run up to %s times (tests/expected.txt): %s'
+              % (os.environ.get('LIBURING_FLAKY_RUNS', '3'), ' '.join(sorted(timing))))
     subset = os.environ.get('LIBURING_TESTS', '').split()
     want = subset or sorted(base)
     for p in passes:
@@ -463,7 +479,7 @@ def check_liburing(v, run, passes, base, allowed_skips, flaky, timeouts, no_alar
             if not w:
                 continue
             r = [re.fullmatch(r'runs=(\d+)', x) for x in w[2:] if x.startswith('runs=')]
-            if len(w) < 2 or w[1] not in ('pass', 'fail', 'skip', 'timeout') or \
+            if len(w) < 2 or w[1] not in ('pass', 'fail', 'skip', 'timeout', 'timing') or \
                     (r and not r[0]):
                 v.bad('liburing (handoff=%s): %s line %d malformed: %s'
                       % (p, os.path.basename(path), n, line.strip()))
@@ -472,15 +488,17 @@ def check_liburing(v, run, passes, base, allowed_skips, flaky, timeouts, no_alar
                 v.bad('liburing (handoff=%s): %s reported twice' % (p, w[0]))
             res[w[0]] = w[1]
             runs[w[0]] = int(r[0].group(1)) if r else 1
-            if runs[w[0]] > 1 and w[0] not in flaky:
+            if runs[w[0]] > 1 and w[0] not in flaky and w[0] not in timing:
                 v.bad('liburing (handoff=%s): %s ran %d times but is not listed as flaky'
                       % (p, w[0], runs[w[0]]))
-        c = {k: sum(1 for s in res.values() if s == k) for k in ('pass', 'fail', 'skip', 'timeout')}
+        c = {k: sum(1 for s in res.values() if s == k)
+             for k in ('pass', 'fail', 'skip', 'timeout', 'timing')}
         v.passed += c['pass']
-        v.skipped += c['skip']
+        # a test whose only failure was its timing check asserted nothing else
+        v.skipped += c['skip'] + c['timing']
         print('liburing:   handoff=%s: expected %d, ran %d: passed %d, failed %d, skipped %d, '
-              'timed out %d' % (p, len(want), len(res), c['pass'], c['fail'], c['skip'],
-                                c['timeout']))
+              'timed out %d, timing check only %d' % (p, len(want), len(res), c['pass'], c['fail'],
+                                                      c['skip'], c['timeout'], c['timing']))
         missing = [t for t in want if t not in res]
         if missing:
             v.bad('liburing (handoff=%s): %d test(s) did not run: %s'
@@ -494,7 +512,17 @@ def check_liburing(v, run, passes, base, allowed_skips, flaky, timeouts, no_alar
                 continue
             if st == 'pass':
                 if runs.get(t, 1) > 1:
-                    okskip.append('%s passed on run %d (flaky: %s)' % (t, runs[t], flaky.get(t, '?')))
+                    why = ('flaky: %s' % flaky[t]) if t in flaky else \
+                        ('timing: %s' % timing.get(t, ('', '?'))[1])
+                    okskip.append('%s passed on run %d (%s)' % (t, runs[t], why))
+                continue
+            if st == 'timing':
+                if t in timing:
+                    okskip.append('%s: only its timing check failed, %d run(s) (%s)'
+                                  % (t, runs.get(t, 1), timing[t][1]))
+                else:
+                    v.bad('liburing (handoff=%s): %s reported "timing" but is not listed as '
+                          'liburing-timing' % (p, t))
                 continue
             if runs.get(t, 1) > 1:
                 # a flaky test that failed and then did not pass
@@ -593,7 +621,8 @@ def summary(run, vmrc):
         check_kunit(v, run, lines, [] if base_kernel else exp.kunit)
     if not base_kernel:
         check_kselftests(v, run, want, exp.kselftests, exp.skips)
-    check_liburing(v, run, want, base, exp.liburing_skips, exp.flaky, exp.timeouts, exp.no_alarm)
+    check_liburing(v, run, want, base, exp.liburing_skips, exp.flaky, exp.timeouts, exp.no_alarm,
+                   exp.timing)
 
     # the consoles: this run's, and those of every run vm.sh retried
     consoles = [con] + sorted(os.path.join(run, f) for f in os.listdir(run)
@@ -627,7 +656,7 @@ def summary(run, vmrc):
                 for line in read_text(path).splitlines():
                     w = line.split()
                     if len(w) >= 2 and regressed(w[1], base.get(w[0])) and \
-                            w[0] not in exp.flaky:
+                            w[0] not in exp.flaky and w[0] not in exp.timing:
                         v.bad('%s/%s: %s %s before the crash' % (d, f, w[0], w[1]))
     nlines = len(lines)
     print('dmesg:      %d report line(s) in %d console(s) (%d lines scanned in %s)'
