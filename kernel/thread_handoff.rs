@@ -78,6 +78,11 @@ enum Refusal {
     Uretprobe,
     /// A `vfork()` parent waits on this `task_struct`.
     VforkParent,
+    /// The task created SysV shared memory segments: `exit_shm()` of the demoted task would
+    /// treat them as orphaned (and destroy them with `kernel.shm_rmid_forced`) while the thread
+    /// still runs.
+    #[cfg(CONFIG_SYSVIPC)]
+    SysvShm,
     /// The destination belongs to another thread group.
     OtherGroup,
     /// Signals are pending on the destination itself.
@@ -183,6 +188,13 @@ unsafe fn vet_source(t: *mut Task) -> Result<(), Refusal> {
     // SAFETY: `t` is valid.
     if !unsafe { (*t).vfork_done }.is_null() {
         return Err(Refusal::VforkParent);
+    }
+    // Only the task itself adds to its creator list (`newseg()`); another thread's IPC_RMID can
+    // empty it at any time, which only turns a refusal into a needless one.
+    #[cfg(CONFIG_SYSVIPC)]
+    // SAFETY: `t` is `current`, its list head initialised at fork.
+    if !unsafe { list_empty(addr_of!((*t).sysvshm.shm_clist)) } {
+        return Err(Refusal::SysvShm);
     }
     // SAFETY: `t` is `current`.
     if !unsafe { bindings::arch_thread_handoff_allowed(t) } {

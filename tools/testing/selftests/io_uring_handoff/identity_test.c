@@ -58,6 +58,7 @@
 #include <sys/prctl.h>
 #include <sys/ptrace.h>
 #include <sys/resource.h>
+#include <sys/shm.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <linux/capability.h>
@@ -2599,6 +2600,82 @@ TEST_F_TIMEOUT(identity, exec_cancels_handoff, 120)
 	}
 	close(pfd[0]);
 	reap(_metadata, child, 0);
+}
+
+/* The "Threads:" count of /proc/self/status, -1 if it can't be read */
+static int own_threads(void)
+{
+	char buf[4096], *p;
+	int n;
+
+	if (read_small("/proc/self/status", buf, sizeof(buf)) <= 0)
+		return -1;
+	p = strstr(buf, "\nThreads:");
+	if (!p || sscanf(p, "\nThreads: %d", &n) != 1)
+		return -1;
+	return n;
+}
+
+#define SHM_RMID_FORCED	"/proc/sys/kernel/shm_rmid_forced"
+
+/*
+ * Item 10: the SysV shared memory segments a thread created are listed on
+ * its task_struct, and exit_shm() of that task orphans them, or destroys
+ * the unattached ones with kernel.shm_rmid_forced. A thread that created a
+ * segment must not leave it behind on the demoted task: once the thread's
+ * ring is closed and its io-wq workers (the demoted task among them) have
+ * exited, the segment must still exist. Before the fix the thread handed
+ * off and the segment died with the worker. Once the segment is removed,
+ * the thread must hand off again.
+ */
+TEST_F_TIMEOUT(identity, sysv_shm_survives_handoff, 120)
+{
+	char saved[16] = "";
+	int status;
+	pid_t child;
+
+	if (read_small(SHM_RMID_FORCED, saved, sizeof(saved)) <= 0)
+		SKIP(return, "no " SHM_RMID_FORCED " (CONFIG_SYSVIPC off)");
+	ASSERT_EQ(0, write_str(SHM_RMID_FORCED, "1\n"));
+	child = fork();
+	if (child < 0)
+		write_str(SHM_RMID_FORCED, saved);
+	ASSERT_LE(0, child);
+	if (!child) {
+		struct shmid_ds ds;
+		struct ring_file rf;
+		int id, n = -1;
+		long t0;
+
+		rf_open(_metadata, &self->files, &rf);
+		prewarm(_metadata, variant->sysctl, &rf);
+		id = shmget(IPC_PRIVATE, 4096, IPC_CREAT | 0600);
+		ASSERT_LE(0, id) TH_LOG("shmget: %s", strerror(errno));
+		handoff_or_refusal(_metadata, variant->sysctl, &rf,
+				   "a thread with a SysV segment");
+		/* no ring left: the workers exit (IO_WQ_BIT_EXIT_ON_IDLE) */
+		rf_close(&rf);
+		t0 = now_ms();
+		while (now_ms() - t0 < 10000 && (n = own_threads()) != 1)
+			usleep(10 * 1000);
+		EXPECT_EQ(1, n) TH_LOG("io-wq workers still there after %ld ms",
+				       now_ms() - t0);
+		EXPECT_EQ(0, shmctl(id, IPC_STAT, &ds))
+			TH_LOG("the thread's segment is gone once its workers exited: %s",
+			       strerror(errno));
+		if (shmctl(id, IPC_RMID, NULL))
+			ASSERT_EQ(EINVAL, errno);
+		/* nothing of the thread's own left: it hands off again */
+		rf_open(_metadata, &self->files, &rf);
+		prewarm(_metadata, variant->sysctl, &rf);
+		rf_close(&rf);
+		_exit(child_status(_metadata));
+	}
+	/* the sysctl back first, whatever the child did */
+	ASSERT_EQ(child, waitpid(child, &status, 0));
+	EXPECT_EQ(0, write_str(SHM_RMID_FORCED, saved));
+	ASSERT_TRUE(WIFEXITED(status)) TH_LOG("child: status %#x", status);
+	ASSERT_EQ(CHILD_OK, WEXITSTATUS(status));
 }
 
 TEST_HARNESS_MAIN
