@@ -83,6 +83,10 @@ enum Refusal {
     /// still runs.
     #[cfg(CONFIG_SYSVIPC)]
     SysvShm,
+    /// BPF task local storage is attached to the `task_struct`: the thread's would stay with the
+    /// demoted task, a worker's would become the thread's.
+    #[cfg(CONFIG_BPF_SYSCALL)]
+    BpfStorage,
     /// The destination belongs to another thread group.
     OtherGroup,
     /// Signals are pending on the destination itself.
@@ -196,6 +200,11 @@ unsafe fn vet_source(t: *mut Task) -> Result<(), Refusal> {
     if !unsafe { list_empty(addr_of!((*t).sysvshm.shm_clist)) } {
         return Err(Refusal::SysvShm);
     }
+    #[cfg(CONFIG_BPF_SYSCALL)]
+    // SAFETY: `t` is valid.
+    if unsafe { has_bpf_storage(t) } {
+        return Err(Refusal::BpfStorage);
+    }
     // SAFETY: `t` is `current`.
     if !unsafe { bindings::arch_thread_handoff_allowed(t) } {
         return Err(Refusal::Arch);
@@ -268,6 +277,11 @@ unsafe fn vet_destination(src: *mut Task, dst: *mut Task) -> Result<(), Refusal>
     if s.sysvsem.undo_list != d.sysvsem.undo_list {
         return Err(Refusal::SysvSem);
     }
+    #[cfg(CONFIG_BPF_SYSCALL)]
+    // SAFETY: `dst` is valid.
+    if unsafe { has_bpf_storage(dst) } {
+        return Err(Refusal::BpfStorage);
+    }
     // SAFETY: The credentials are RCU protected; the read side section covers both reads.
     let same_ns = unsafe {
         bindings::rcu_read_lock();
@@ -283,6 +297,21 @@ unsafe fn vet_destination(src: *mut Task, dst: *mut Task) -> Result<(), Refusal>
         return Err(Refusal::Arch);
     }
     Ok(())
+}
+
+/// Returns whether BPF task local storage is attached to `t`, `rcu_access_pointer(t->bpf_storage)`.
+///
+/// A snapshot: a map update by pidfd from another process may attach storage at any time. Storage
+/// attached to the thread's pid after the claim lands on the demoted task, like any state set by
+/// tid in the window (see `Documentation/io_uring/handoff.rst`).
+///
+/// # Safety
+///
+/// `t` must be a valid task.
+#[cfg(CONFIG_BPF_SYSCALL)]
+unsafe fn has_bpf_storage(t: *mut Task) -> bool {
+    // SAFETY: `t` is valid; the pointer is only compared with null, never dereferenced.
+    !unsafe { ptr::read_volatile(addr_of!((*t).bpf_storage)) }.is_null()
 }
 
 /// `list_empty()`, a single `READ_ONCE()` of the head's next pointer.

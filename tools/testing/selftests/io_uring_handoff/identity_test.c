@@ -61,6 +61,8 @@
 #include <sys/shm.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <linux/bpf.h>
+#include <linux/btf.h>
 #include <linux/capability.h>
 #include <linux/filter.h>
 #include <linux/futex.h>
@@ -2676,6 +2678,172 @@ TEST_F_TIMEOUT(identity, sysv_shm_survives_handoff, 120)
 	EXPECT_EQ(0, write_str(SHM_RMID_FORCED, saved));
 	ASSERT_TRUE(WIFEXITED(status)) TH_LOG("child: status %#x", status);
 	ASSERT_EQ(CHILD_OK, WEXITSTATUS(status));
+}
+
+static long sys_bpf(int cmd, union bpf_attr *attr)
+{
+	return syscall(__NR_bpf, cmd, attr, sizeof(*attr));
+}
+
+/*
+ * A BPF_MAP_TYPE_TASK_STORAGE map of int values keyed by pidfd (BTF is
+ * required: one type, "int"). Returns the map fd or -errno.
+ */
+static int task_storage_map(void)
+{
+	struct {
+		struct btf_header hdr;
+		struct btf_type t;
+		__u32 enc;
+		char str[5];
+	} __attribute__((packed)) btf = {
+		.hdr = {
+			.magic = BTF_MAGIC,
+			.version = BTF_VERSION,
+			.hdr_len = sizeof(struct btf_header),
+			.type_len = sizeof(struct btf_type) + sizeof(__u32),
+			.str_off = sizeof(struct btf_type) + sizeof(__u32),
+			.str_len = 5,
+		},
+		.t = {
+			.name_off = 1,
+			.info = BTF_KIND_INT << 24,
+			.size = sizeof(int),
+		},
+		.enc = (BTF_INT_SIGNED << 24) | 32,
+		.str = "\0int",
+	};
+	union bpf_attr a;
+	int btf_fd, map, err;
+
+	memset(&a, 0, sizeof(a));
+	a.btf = (__u64)(uintptr_t)&btf;
+	a.btf_size = sizeof(btf);
+	btf_fd = sys_bpf(BPF_BTF_LOAD, &a);
+	if (btf_fd < 0)
+		return -errno;
+	memset(&a, 0, sizeof(a));
+	a.map_type = BPF_MAP_TYPE_TASK_STORAGE;
+	a.key_size = sizeof(int);
+	a.value_size = sizeof(int);
+	a.map_flags = BPF_F_NO_PREALLOC;
+	a.btf_fd = btf_fd;
+	a.btf_key_type_id = 1;
+	a.btf_value_type_id = 1;
+	map = sys_bpf(BPF_MAP_CREATE, &a);
+	err = errno;
+	close(btf_fd);
+	return map < 0 ? -err : map;
+}
+
+/* Update (@val set) or look up the storage of the task behind @pidfd */
+static int task_storage(int map, int cmd, int pidfd, int *val)
+{
+	union bpf_attr a;
+
+	memset(&a, 0, sizeof(a));
+	a.map_fd = map;
+	a.key = (__u64)(uintptr_t)&pidfd;
+	a.value = (__u64)(uintptr_t)val;
+	a.flags = BPF_ANY;
+	return sys_bpf(cmd, &a) ? -errno : 0;
+}
+
+/* Give every io-wq worker of this process BPF task storage @val */
+static int tag_workers(struct __test_metadata *_metadata, int map, int val)
+{
+	pid_t self = sys_gettid();
+	struct dirent *de;
+	int tagged = 0;
+	DIR *d;
+
+	d = opendir("/proc/self/task");
+	if (!d)
+		return -1;
+	while ((de = readdir(d))) {
+		pid_t tid = atoi(de->d_name);
+		int pidfd, ret;
+
+		if (de->d_name[0] == '.' || tid == self)
+			continue;
+		pidfd = syscall(__NR_pidfd_open, tid, PIDFD_THREAD);
+		/* an idle worker may exit meanwhile */
+		if (pidfd < 0)
+			continue;
+		ret = task_storage(map, BPF_MAP_UPDATE_ELEM, pidfd, &val);
+		close(pidfd);
+		if (!ret)
+			tagged++;
+		else
+			EXPECT_EQ(-ESRCH, ret) TH_LOG("tag worker %d: %s", tid,
+						      strerror(-ret));
+	}
+	closedir(d);
+	return tagged;
+}
+
+/*
+ * Item 10: BPF task local storage is attached to the task_struct, and a
+ * lookup by the thread's pidfd finds the storage of the task that holds
+ * its pid. It must find the thread's own, whatever handed off: not a
+ * worker's after the thread took over a worker that had storage, and not
+ * nothing after the thread's storage stayed with the demoted task. Before
+ * the fix both happened (a worker's value, then ENOENT). Once the map is
+ * gone the thread must hand off again.
+ */
+TEST_F_TIMEOUT(identity, bpf_task_storage_stays, 120)
+{
+	pid_t child;
+	int map;
+
+	map = task_storage_map();
+	if (map == -EPERM || map == -EINVAL || map == -ENOSYS)
+		SKIP(return, "no BPF task storage map: %s", strerror(-map));
+	ASSERT_LE(0, map) TH_LOG("task storage map: %s", strerror(-map));
+	child = fork();
+	ASSERT_LE(0, child);
+	if (!child) {
+		struct ring_file rf;
+		int pidfd, val, ret, tagged;
+
+		rf_open(_metadata, &self->files, &rf);
+		prewarm(_metadata, variant->sysctl, &rf);
+		pidfd = syscall(__NR_pidfd_open, sys_gettid(), PIDFD_THREAD);
+		ASSERT_LE(0, pidfd) TH_LOG("pidfd_open: %s", strerror(errno));
+
+		/* the idle workers have storage, the thread none */
+		tagged = tag_workers(_metadata, map, 2);
+		if (variant->sysctl)
+			ASSERT_LE(1, tagged) TH_LOG("no idle worker to tag");
+		handoff_or_refusal(_metadata, variant->sysctl, &rf,
+				   "workers with BPF task storage");
+		val = 0;
+		ret = task_storage(map, BPF_MAP_LOOKUP_ELEM, pidfd, &val);
+		EXPECT_EQ(-ENOENT, ret)
+			TH_LOG("the thread's pidfd finds storage %d (a worker's)",
+			       val);
+
+		/* the thread has storage */
+		val = 1;
+		ASSERT_EQ(0, task_storage(map, BPF_MAP_UPDATE_ELEM, pidfd, &val));
+		handoff_or_refusal(_metadata, variant->sysctl, &rf,
+				   "a thread with BPF task storage");
+		val = 0;
+		ret = task_storage(map, BPF_MAP_LOOKUP_ELEM, pidfd, &val);
+		EXPECT_EQ(0, ret) TH_LOG("the thread's storage is gone: %s",
+					 strerror(-ret));
+		EXPECT_EQ(1, val);
+
+		/* no storage left once the map is freed: it hands off again */
+		close(map);
+		usleep(500 * 1000);
+		prewarm(_metadata, variant->sysctl, &rf);
+		close(pidfd);
+		rf_close(&rf);
+		_exit(child_status(_metadata));
+	}
+	close(map);
+	reap(_metadata, child, CHILD_OK);
 }
 
 TEST_HARNESS_MAIN
