@@ -39,6 +39,15 @@ const __LOG_PREFIX: &[u8] = b"thread_handoff\0";
 const MOVED_PF_FLAGS: c_uint =
     bindings::PF_MCE_PROCESS | bindings::PF_MCE_EARLY | bindings::PF_FORKNOEXEC;
 
+/// The speculation controls of `PR_SET_SPECULATION_CTRL` in `task_struct::atomic_flags`. They
+/// are the task's own, and the architecture derives its mitigation state (x86's `TIF_SSBD` and
+/// `TIF_SPEC_IB`) from them: the thread must not lose them, nor take a worker's.
+const SPEC_PFA_FLAGS: c_ulong = (1 << bindings::PFA_SPEC_SSB_DISABLE)
+    | (1 << bindings::PFA_SPEC_SSB_FORCE_DISABLE)
+    | (1 << bindings::PFA_SPEC_IB_DISABLE)
+    | (1 << bindings::PFA_SPEC_IB_FORCE_DISABLE)
+    | (1 << bindings::PFA_SPEC_SSB_NOEXEC);
+
 /// Why a source or destination was refused.
 ///
 /// Every refusal errs on the safe side: state that is bound to the `task_struct` rather than to
@@ -95,6 +104,8 @@ enum Refusal {
     OtherContext,
     /// The identity would gain `no_new_privs`.
     NoNewPrivs,
+    /// Different speculation controls ([`SPEC_PFA_FLAGS`]).
+    Speculation,
     /// A different seccomp mode or filter: the identity must not escape its filters.
     #[cfg(CONFIG_SECCOMP)]
     Seccomp,
@@ -268,6 +279,15 @@ unsafe fn vet_destination(src: *mut Task, dst: *mut Task) -> Result<(), Refusal>
     // SAFETY: Both tasks are valid.
     if unsafe { bindings::task_no_new_privs(dst) && !bindings::task_no_new_privs(src) } {
         return Err(Refusal::NoNewPrivs);
+    }
+    // Only the task itself (prctl) and seccomp change them, and a seccomp change of either side
+    // fails the filter check below.
+    // SAFETY: `src` is valid; the flags word is only changed with atomic bit operations.
+    let s_spec = unsafe { ptr::read_volatile(addr_of!((*src).atomic_flags)) };
+    // SAFETY: As above, for `dst`.
+    let d_spec = unsafe { ptr::read_volatile(addr_of!((*dst).atomic_flags)) };
+    if (s_spec ^ d_spec) & SPEC_PFA_FLAGS != 0 {
+        return Err(Refusal::Speculation);
     }
     #[cfg(CONFIG_SECCOMP)]
     if s.seccomp.mode != d.seccomp.mode || s.seccomp.filter != d.seccomp.filter {

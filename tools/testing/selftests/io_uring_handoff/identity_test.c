@@ -2846,4 +2846,45 @@ TEST_F_TIMEOUT(identity, bpf_task_storage_stays, 120)
 	reap(_metadata, child, CHILD_OK);
 }
 
+/*
+ * Item 10: the speculation controls of PR_SET_SPECULATION_CTRL are the
+ * task's own. A thread that disabled speculative store bypass for itself
+ * after its workers were created must still have it disabled after a
+ * blocking request, not the workers' default. Once it enables it again
+ * it must hand off again.
+ */
+TEST_F_TIMEOUT(identity, spec_ctrl_stays, 120)
+{
+	pid_t child;
+	int ctrl;
+
+	ctrl = prctl(PR_GET_SPECULATION_CTRL, PR_SPEC_STORE_BYPASS, 0, 0, 0);
+	if (ctrl < 0 || !(ctrl & PR_SPEC_PRCTL))
+		SKIP(return, "no per-task store bypass control (%d)", ctrl);
+	if (ctrl & (PR_SPEC_DISABLE | PR_SPEC_FORCE_DISABLE))
+		SKIP(return, "store bypass already disabled here (%#x)", ctrl);
+	child = fork();
+	ASSERT_LE(0, child);
+	if (!child) {
+		struct ring_file rf;
+
+		rf_open(_metadata, &self->files, &rf);
+		prewarm(_metadata, variant->sysctl, &rf);
+		ASSERT_EQ(0, prctl(PR_SET_SPECULATION_CTRL, PR_SPEC_STORE_BYPASS,
+				   PR_SPEC_DISABLE, 0, 0))
+			TH_LOG("PR_SPEC_DISABLE: %s", strerror(errno));
+		handoff_or_refusal(_metadata, variant->sysctl, &rf,
+				   "store bypass disabled");
+		ctrl = prctl(PR_GET_SPECULATION_CTRL, PR_SPEC_STORE_BYPASS, 0, 0, 0);
+		EXPECT_EQ(PR_SPEC_PRCTL | PR_SPEC_DISABLE, ctrl)
+			TH_LOG("store bypass control now %#x", ctrl);
+		ASSERT_EQ(0, prctl(PR_SET_SPECULATION_CTRL, PR_SPEC_STORE_BYPASS,
+				   PR_SPEC_ENABLE, 0, 0));
+		prewarm(_metadata, variant->sysctl, &rf);
+		rf_close(&rf);
+		_exit(child_status(_metadata));
+	}
+	reap(_metadata, child, CHILD_OK);
+}
+
 TEST_HARNESS_MAIN
