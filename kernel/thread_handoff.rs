@@ -280,8 +280,9 @@ unsafe fn vet_destination(src: *mut Task, dst: *mut Task) -> Result<(), Refusal>
     if unsafe { bindings::task_no_new_privs(dst) && !bindings::task_no_new_privs(src) } {
         return Err(Refusal::NoNewPrivs);
     }
-    // Only the task itself (prctl) and seccomp change them, and a seccomp change of either side
-    // fails the filter check below.
+    // The task itself changes them (prctl), and seccomp: a filter installed with TSYNC mitigates
+    // the caller but only those threads that had no filter yet, so two tasks with the same filter
+    // may still differ here. The claim holds the siglock, which seccomp takes for either change.
     // SAFETY: `src` is valid; the flags word is only changed with atomic bit operations.
     let s_spec = unsafe { ptr::read_volatile(addr_of!((*src).atomic_flags)) };
     // SAFETY: As above, for `dst`.
@@ -321,9 +322,10 @@ unsafe fn vet_destination(src: *mut Task, dst: *mut Task) -> Result<(), Refusal>
 
 /// Returns whether BPF task local storage is attached to `t`, `rcu_access_pointer(t->bpf_storage)`.
 ///
-/// A snapshot: a map update by pidfd from another process may attach storage at any time. Storage
-/// attached to the thread's pid after the claim lands on the demoted task, like any state set by
-/// tid in the window (see `Documentation/io_uring/handoff.rst`).
+/// A snapshot: storage is attached without any lock this code holds, by a map update through a
+/// pidfd or by a BPF program for the task it runs on. Storage attached after the check and before
+/// the commit stays where it was attached (see "Known gaps" in
+/// `Documentation/io_uring/handoff.rst`).
 ///
 /// # Safety
 ///

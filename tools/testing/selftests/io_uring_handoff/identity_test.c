@@ -2624,7 +2624,8 @@ static int own_threads(void)
  * Item 10: the SysV shared memory segments a thread created are listed on
  * its task_struct, and exit_shm() of that task orphans them, or destroys
  * the unattached ones with kernel.shm_rmid_forced. A thread that created a
- * segment must not leave it behind on the demoted task: once the thread's
+ * segment must not leave it behind on the demoted task (in an IPC namespace
+ * of the test's own, with shm_rmid_forced set): once the thread's
  * ring is closed and its io-wq workers (the demoted task among them) have
  * exited, the segment must still exist. Before the fix the thread handed
  * off and the segment died with the worker. Once the segment is removed,
@@ -2632,16 +2633,12 @@ static int own_threads(void)
  */
 TEST_F_TIMEOUT(identity, sysv_shm_survives_handoff, 120)
 {
-	char saved[16] = "";
-	int status;
+	char buf[16];
 	pid_t child;
 
-	if (read_small(SHM_RMID_FORCED, saved, sizeof(saved)) <= 0)
+	if (read_small(SHM_RMID_FORCED, buf, sizeof(buf)) <= 0)
 		SKIP(return, "no " SHM_RMID_FORCED " (CONFIG_SYSVIPC off)");
-	ASSERT_EQ(0, write_str(SHM_RMID_FORCED, "1\n"));
 	child = fork();
-	if (child < 0)
-		write_str(SHM_RMID_FORCED, saved);
 	ASSERT_LE(0, child);
 	if (!child) {
 		struct shmid_ds ds;
@@ -2649,6 +2646,10 @@ TEST_F_TIMEOUT(identity, sysv_shm_survives_handoff, 120)
 		int id, n = -1;
 		long t0;
 
+		/* the sysctl is per IPC namespace: leave the others' alone */
+		ASSERT_EQ(0, unshare(CLONE_NEWIPC))
+			TH_LOG("unshare(CLONE_NEWIPC): %s", strerror(errno));
+		ASSERT_EQ(0, write_str(SHM_RMID_FORCED, "1\n"));
 		rf_open(_metadata, &self->files, &rf);
 		prewarm(_metadata, variant->sysctl, &rf);
 		id = shmget(IPC_PRIVATE, 4096, IPC_CREAT | 0600);
@@ -2673,11 +2674,7 @@ TEST_F_TIMEOUT(identity, sysv_shm_survives_handoff, 120)
 		rf_close(&rf);
 		_exit(child_status(_metadata));
 	}
-	/* the sysctl back first, whatever the child did */
-	ASSERT_EQ(child, waitpid(child, &status, 0));
-	EXPECT_EQ(0, write_str(SHM_RMID_FORCED, saved));
-	ASSERT_TRUE(WIFEXITED(status)) TH_LOG("child: status %#x", status);
-	ASSERT_EQ(CHILD_OK, WEXITSTATUS(status));
+	reap(_metadata, child, CHILD_OK);
 }
 
 static long sys_bpf(int cmd, union bpf_attr *attr)
@@ -2749,8 +2746,11 @@ static int task_storage(int map, int cmd, int pidfd, int *val)
 	return sys_bpf(cmd, &a) ? -errno : 0;
 }
 
-/* Give every io-wq worker of this process BPF task storage @val */
-static int tag_workers(struct __test_metadata *_metadata, int map, int val)
+/*
+ * Give every io-wq worker of this process BPF task storage @val, or with
+ * @val NULL delete theirs. Returns the workers tagged or untagged.
+ */
+static int tag_workers(struct __test_metadata *_metadata, int map, int *val)
 {
 	pid_t self = sys_gettid();
 	struct dirent *de;
@@ -2770,13 +2770,15 @@ static int tag_workers(struct __test_metadata *_metadata, int map, int val)
 		/* an idle worker may exit meanwhile */
 		if (pidfd < 0)
 			continue;
-		ret = task_storage(map, BPF_MAP_UPDATE_ELEM, pidfd, &val);
+		ret = task_storage(map, val ? BPF_MAP_UPDATE_ELEM :
+				   BPF_MAP_DELETE_ELEM, pidfd, val);
 		close(pidfd);
 		if (!ret)
 			tagged++;
-		else
-			EXPECT_EQ(-ESRCH, ret) TH_LOG("tag worker %d: %s", tid,
-						      strerror(-ret));
+		else if (ret != -ENOENT)	/* exited, or none to delete */
+			EXPECT_EQ(0, ret) TH_LOG("%s worker %d: %s",
+						 val ? "tag" : "untag", tid,
+						 strerror(-ret));
 	}
 	closedir(d);
 	return tagged;
@@ -2788,8 +2790,8 @@ static int tag_workers(struct __test_metadata *_metadata, int map, int val)
  * its pid. It must find the thread's own, whatever handed off: not a
  * worker's after the thread took over a worker that had storage, and not
  * nothing after the thread's storage stayed with the demoted task. Before
- * the fix both happened (a worker's value, then ENOENT). Once the map is
- * gone the thread must hand off again.
+ * the fix both happened (a worker's value, then ENOENT). Once the storage
+ * is deleted on both sides the thread must hand off again.
  */
 TEST_F_TIMEOUT(identity, bpf_task_storage_stays, 120)
 {
@@ -2804,7 +2806,7 @@ TEST_F_TIMEOUT(identity, bpf_task_storage_stays, 120)
 	ASSERT_LE(0, child);
 	if (!child) {
 		struct ring_file rf;
-		int pidfd, val, ret, tagged;
+		int pidfd, val = 2, ret, tagged;
 
 		rf_open(_metadata, &self->files, &rf);
 		prewarm(_metadata, variant->sysctl, &rf);
@@ -2812,7 +2814,7 @@ TEST_F_TIMEOUT(identity, bpf_task_storage_stays, 120)
 		ASSERT_LE(0, pidfd) TH_LOG("pidfd_open: %s", strerror(errno));
 
 		/* the idle workers have storage, the thread none */
-		tagged = tag_workers(_metadata, map, 2);
+		tagged = tag_workers(_metadata, map, &val);
 		if (variant->sysctl)
 			ASSERT_LE(1, tagged) TH_LOG("no idle worker to tag");
 		handoff_or_refusal(_metadata, variant->sysctl, &rf,
@@ -2834,9 +2836,10 @@ TEST_F_TIMEOUT(identity, bpf_task_storage_stays, 120)
 					 strerror(-ret));
 		EXPECT_EQ(1, val);
 
-		/* no storage left once the map is freed: it hands off again */
+		/* no storage left on either side: it hands off again */
+		ASSERT_EQ(0, task_storage(map, BPF_MAP_DELETE_ELEM, pidfd, NULL));
+		tag_workers(_metadata, map, NULL);
 		close(map);
-		usleep(500 * 1000);
 		prewarm(_metadata, variant->sysctl, &rf);
 		close(pidfd);
 		rf_close(&rf);
