@@ -2890,4 +2890,62 @@ TEST_F_TIMEOUT(identity, spec_ctrl_stays, 120)
 	reap(_metadata, child, CHILD_OK);
 }
 
+/*
+ * Ring teardown: closing a ring cancels its requests, and a request that
+ * handed off is one of them. The thread of a child hands off in a FIFO
+ * open, closes its ring and stays alive; the open must then end at once
+ * (-EINTR from the cancel, as on io-wq at sysctl 0), which leaves the FIFO
+ * without a reader: a nonblocking open for writing fails with ENXIO. An
+ * open still waiting would have let it succeed (and completed then).
+ */
+TEST_F_TIMEOUT(identity, ring_close_cancels_handoff, 120)
+{
+	char fifo[PATH_MAX] = "";
+	int pfd[2], done[2], wfd, err;
+	pid_t child;
+
+	ASSERT_EQ(0, pipe2(pfd, O_CLOEXEC));
+	ASSERT_EQ(0, pipe2(done, O_CLOEXEC));
+	child = fork();
+	ASSERT_LE(0, child);
+	if (!child) {
+		struct ring_file rf;
+		unsigned long handed;
+		char c;
+
+		close(pfd[0]);
+		close(done[1]);
+		rf_open(_metadata, &self->files, &rf);
+		prewarm(_metadata, variant->sysctl, &rf);
+		fifo_open_blocked(_metadata, variant->sysctl, &rf, fifo,
+				  sizeof(fifo), &handed);
+		rf_close(&rf);
+		ASSERT_EQ((ssize_t)sizeof(fifo), write(pfd[1], fifo, sizeof(fifo)));
+		/* alive until the parent has looked */
+		ASSERT_EQ(0, read(done[0], &c, 1));
+		_exit(CHILD_OK);
+	}
+	close(pfd[1]);
+	close(done[0]);
+	ASSERT_EQ((ssize_t)sizeof(fifo), read(pfd[0], fifo, sizeof(fifo)))
+		TH_LOG("the child failed before closing its ring");
+	/* the ring's exit work cancels in a kworker: give it time */
+	usleep(1500 * 1000);
+	wfd = open(fifo, O_WRONLY | O_NONBLOCK | O_CLOEXEC);
+	err = errno;
+	EXPECT_GT(0, wfd)
+		TH_LOG("the open of the closed ring still waited %d ms after the close",
+		       1500);
+	if (wfd >= 0)
+		close(wfd);
+	else
+		EXPECT_EQ(ENXIO, err) TH_LOG("open for writing: %s", strerror(err));
+	close(done[1]);
+	close(pfd[0]);
+	if (wfd < 0 && err != ENXIO)
+		fifo_release(fifo);
+	unlink(fifo);
+	reap(_metadata, child, CHILD_OK);
+}
+
 TEST_HARNESS_MAIN
