@@ -2604,20 +2604,6 @@ TEST_F_TIMEOUT(identity, exec_cancels_handoff, 120)
 	reap(_metadata, child, 0);
 }
 
-/* The "Threads:" count of /proc/self/status, -1 if it can't be read */
-static int own_threads(void)
-{
-	char buf[4096], *p;
-	int n;
-
-	if (read_small("/proc/self/status", buf, sizeof(buf)) <= 0)
-		return -1;
-	p = strstr(buf, "\nThreads:");
-	if (!p || sscanf(p, "\nThreads: %d", &n) != 1)
-		return -1;
-	return n;
-}
-
 #define SHM_RMID_FORCED	"/proc/sys/kernel/shm_rmid_forced"
 
 /*
@@ -2642,9 +2628,10 @@ TEST_F_TIMEOUT(identity, sysv_shm_survives_handoff, 120)
 	ASSERT_LE(0, child);
 	if (!child) {
 		struct shmid_ds ds;
+		struct task_list tl;
 		struct ring_file rf;
-		int id, n = -1;
 		long t0;
+		int id;
 
 		/* the sysctl is per IPC namespace: leave the others' alone */
 		ASSERT_EQ(0, unshare(CLONE_NEWIPC))
@@ -2659,10 +2646,13 @@ TEST_F_TIMEOUT(identity, sysv_shm_survives_handoff, 120)
 		/* no ring left: the workers exit (IO_WQ_BIT_EXIT_ON_IDLE) */
 		rf_close(&rf);
 		t0 = now_ms();
-		while (now_ms() - t0 < 10000 && (n = own_threads()) != 1)
+		do {
 			usleep(10 * 1000);
-		EXPECT_EQ(1, n) TH_LOG("io-wq workers still there after %ld ms",
-				       now_ms() - t0);
+			list_tasks(_metadata, &tl);
+		} while (tl.nr_all != 1 && now_ms() - t0 < 10000);
+		EXPECT_EQ(1, tl.nr_all)
+			TH_LOG("io-wq workers still there after %ld ms",
+			       now_ms() - t0);
 		EXPECT_EQ(0, shmctl(id, IPC_STAT, &ds))
 			TH_LOG("the thread's segment is gone once its workers exited: %s",
 			       strerror(errno));
