@@ -11,7 +11,12 @@ set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 
 # --- the case lists (op:fs:qd; sys-<op> is the synchronous loop, QD 1) -----------
-default_cases="nop:tmpfs:1 sys-fsync:tmpfs:1 fsync:tmpfs:1 sys-statx:tmpfs:1 statx:tmpfs:1"
+# the default: every QD1 row #12 asks of the handoff (fsync, statx, fadvise,
+# renameat, openat on tmpfs), each next to its synchronous loop
+default_cases="nop:tmpfs:1"
+for c in fsync statx fadvise renameat openat; do
+	default_cases+=" sys-$c:tmpfs:1 $c:tmpfs:1"
+done
 full_cases="nop:tmpfs:1 nop:ext4:1"
 for c in fsync:tmpfs fsync:ext4 statx:tmpfs statx:ext4 fadvise:ext4 renameat:tmpfs \
 	renameat:ext4 openat:tmpfs openat:ext4 splice:ext4; do
