@@ -114,6 +114,8 @@ enum Refusal {
     SysvSem,
     /// A different user namespace.
     UserNs,
+    /// A security module keeps task state (in the task blob) that would not follow the identity.
+    Lsm,
     /// The architecture cannot move the register state.
     Arch,
 }
@@ -287,7 +289,7 @@ unsafe fn vet_destination(src: *mut Task, dst: *mut Task) -> Result<(), Refusal>
     let s_spec = unsafe { ptr::read_volatile(addr_of!((*src).atomic_flags)) };
     // SAFETY: As above, for `dst`.
     let d_spec = unsafe { ptr::read_volatile(addr_of!((*dst).atomic_flags)) };
-    if (s_spec ^ d_spec) & SPEC_PFA_FLAGS != 0 {
+    if !same_speculation(s_spec, d_spec) {
         return Err(Refusal::Speculation);
     }
     #[cfg(CONFIG_SECCOMP)]
@@ -313,11 +315,23 @@ unsafe fn vet_destination(src: *mut Task, dst: *mut Task) -> Result<(), Refusal>
     if !same_ns {
         return Err(Refusal::UserNs);
     }
+    // The task blobs of the security modules stay with their tasks: AppArmor's pending exec
+    // transition or hat, the TOMOYO domain.
+    // SAFETY: `src` is `current`, `dst` valid; the hook does not sleep.
+    if unsafe { bindings::security_task_handoff(src, dst) } != 0 {
+        return Err(Refusal::Lsm);
+    }
     // SAFETY: `src` is `current`, `dst` valid.
     if !unsafe { bindings::arch_thread_handoff_compatible(src, dst) } {
         return Err(Refusal::Arch);
     }
     Ok(())
+}
+
+/// Returns whether tasks with the atomic flags `src` and `dst` have the same speculation controls
+/// ([`SPEC_PFA_FLAGS`]); the other atomic flags don't matter here.
+fn same_speculation(src: c_ulong, dst: c_ulong) -> bool {
+    (src ^ dst) & SPEC_PFA_FLAGS == 0
 }
 
 /// Returns whether BPF task local storage is attached to `t`, `rcu_access_pointer(t->bpf_storage)`.
@@ -1372,6 +1386,27 @@ mod tests {
         assert_eq!(unsafe { vet_source(me) }, Err(Refusal::NotUserTask));
         // SAFETY: As above.
         assert!(!unsafe { thread_handoff_allowed(me) });
+    }
+
+    #[test]
+    fn speculation_controls_must_match() {
+        // Named one by one, not through `SPEC_PFA_FLAGS`: a control dropped from it must fail.
+        let controls = [
+            bindings::PFA_SPEC_SSB_DISABLE,
+            bindings::PFA_SPEC_SSB_FORCE_DISABLE,
+            bindings::PFA_SPEC_IB_DISABLE,
+            bindings::PFA_SPEC_IB_FORCE_DISABLE,
+            bindings::PFA_SPEC_SSB_NOEXEC,
+        ];
+        let other = (1 << bindings::PFA_NO_NEW_PRIVS) | (1 << bindings::PFA_SPREAD_PAGE);
+        for bit in controls {
+            let f: c_ulong = 1 << bit;
+            assert!(!same_speculation(f, 0));
+            assert!(!same_speculation(other, f | other));
+            assert!(same_speculation(f, f | other));
+        }
+        assert!(same_speculation(other, 0));
+        assert!(same_speculation(0, 0));
     }
 
     #[test]

@@ -3480,4 +3480,64 @@ TEST_F_TIMEOUT(identity, task_restrictions_not_leaked, 600)
 	EXPECT_EQ(0, leaks) TH_LOG("%d io_uring objects leaked", leaks);
 }
 
+#define AA_EXEC	"/proc/thread-self/attr/apparmor/exec"
+
+/* Whether a new thread can set an AppArmor onexec transition (a child tries) */
+static bool aa_onexec_settable(void)
+{
+	int status;
+	pid_t pid = fork();
+
+	if (!pid)
+		_exit(write_str(AA_EXEC, "exec unconfined") ? 1 : 0);
+	return pid > 0 && waitpid(pid, &status, 0) == pid &&
+	       WIFEXITED(status) && !WEXITSTATUS(status);
+}
+
+/*
+ * Item 10, AppArmor: the onexec transition a thread sets (change_profile on
+ * exec) is kept in the task security blob, which does not move. A thread
+ * that set one after its workers were created must not hand off
+ * (security_task_handoff() refuses: "worker"), and must still have it:
+ * /proc/thread-self/attr/apparmor/exec names the profile. Before the fix
+ * the thread handed off and lost it (the read fails with EINVAL). Needs
+ * AppArmor (CONFIG_SECURITY_APPARMOR, in the LSM list); no policy needed.
+ */
+TEST_F_TIMEOUT(identity, apparmor_onexec_stays, 120)
+{
+	pid_t child;
+
+	if (access(AA_EXEC, F_OK))
+		SKIP(return, "no " AA_EXEC " (AppArmor not enabled)");
+	if (!aa_onexec_settable())
+		SKIP(return, "cannot set an onexec transition in " AA_EXEC);
+	child = fork();
+	ASSERT_LE(0, child);
+	if (!child) {
+		struct hstat a, b;
+		struct ring_file rf;
+		char label[256];
+		int ret;
+
+		rf_open(_metadata, &self->files, &rf);
+		prewarm(_metadata, variant->sysctl, &rf);
+		ret = write_str(AA_EXEC, "exec unconfined");
+		ASSERT_EQ(0, ret) TH_LOG(AA_EXEC ": %s", strerror(-ret));
+		ASSERT_EQ(0, read_hstat(rf.r.fd, &a));
+		handoff_or_refusal(_metadata, variant->sysctl, &rf,
+				   "AppArmor onexec");
+		ASSERT_EQ(0, read_hstat(rf.r.fd, &b));
+		EXPECT_EQ(0UL, b.handoffs - a.handoffs)
+			TH_LOG("the thread handed off with an onexec transition set");
+		ret = read_small(AA_EXEC, label, sizeof(label));
+		ASSERT_LT(0, ret) TH_LOG("the onexec transition is gone: %s",
+					 strerror(errno));
+		EXPECT_NE(NULL, strstr(label, "unconfined")) TH_LOG("onexec: %s",
+								   label);
+		rf_close(&rf);
+		_exit(child_status(_metadata));
+	}
+	reap(_metadata, child, CHILD_OK);
+}
+
 TEST_HARNESS_MAIN
