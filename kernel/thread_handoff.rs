@@ -218,6 +218,12 @@ unsafe fn vet_source(t: *mut Task) -> Result<(), Refusal> {
     if unsafe { has_bpf_storage(t) } {
         return Err(Refusal::BpfStorage);
     }
+    // State a security module keeps in the task blob that no worker could take: refused here,
+    // before the issue, the request takes the io-wq path (see [`vet_destination`]).
+    // SAFETY: `t` is `current`; the hook does not sleep, and a null `dst` asks about `t` alone.
+    if unsafe { bindings::security_thread_handoff(t, ptr::null_mut()) } != 0 {
+        return Err(Refusal::Lsm);
+    }
     // SAFETY: `t` is `current`.
     if !unsafe { bindings::arch_thread_handoff_allowed(t) } {
         return Err(Refusal::Arch);
@@ -316,9 +322,16 @@ unsafe fn vet_destination(src: *mut Task, dst: *mut Task) -> Result<(), Refusal>
         return Err(Refusal::UserNs);
     }
     // The task blobs of the security modules stay with their tasks: AppArmor's pending exec
-    // transition or hat, the TOMOYO domain.
-    // SAFETY: `src` is `current`, `dst` valid; the hook does not sleep.
-    if unsafe { bindings::security_task_handoff(src, dst) } != 0 {
+    // transition or hat, the TOMOYO domain. Both the original source and `current`, which holds
+    // the tid when a promoted worker passes it on: a write to its attributes is refused while a
+    // handoff is armed (io_uring_handoff_armed()), but that is its own state, not `src`'s.
+    // SAFETY: `get_current()` is always valid.
+    let cur = unsafe { bindings::get_current() };
+    // SAFETY: `src` holds the identity and is `current` or parked, `dst` waits idle and `cur` is
+    // `current`: none of the three changes its blob meanwhile. The hook does not sleep.
+    if unsafe { bindings::security_thread_handoff(src, dst) } != 0
+        || (cur != src && unsafe { bindings::security_thread_handoff(cur, dst) } != 0)
+    {
         return Err(Refusal::Lsm);
     }
     // SAFETY: `src` is `current`, `dst` valid.
