@@ -120,6 +120,7 @@ FIXTURE(identity) {
 	struct scratch_files files;
 	struct scratch_cgroup cg;
 	char core_pattern[256];	/* to restore, "" if unchanged */
+	bool pm_test;		/* /sys/power/pm_test to set back to none */
 };
 
 FIXTURE_VARIANT(identity) {
@@ -189,13 +190,23 @@ FIXTURE_TEARDOWN_PARENT(identity)
 		EXPECT_EQ(0, sysctl_write(self->saved ? "1" : "0"));
 	if (self->core_pattern[0])
 		EXPECT_EQ(0, write_str(CORE_PATTERN, self->core_pattern));
+	if (self->pm_test)
+		EXPECT_EQ(0, write_str("/sys/power/pm_test", "none"));
 	for (i = 0; i < self->files.nr && i < MAX_FILES; i++)
 		if (self->files.path[i][0])
 			unlink(self->files.path[i]);
 	if (self->cg.thr[0])
 		cg_rmdir(_metadata, self->cg.thr);
-	if (self->cg.dom[0])
+	if (self->cg.dom[0]) {
+		char path[PATH_MAX + 32];
+
+		/* a case that failed may have left its cgroup frozen */
+		snprintf(path, sizeof(path), "%s/cgroup.freeze", self->cg.dom);
+		write_str(path, "0");
+		snprintf(path, sizeof(path), "%s/cgroup.kill", self->cg.dom);
+		write_str(path, "1");
 		cg_rmdir(_metadata, self->cg.dom);
+	}
 	if (self->cg.mnt[0]) {
 		umount2(self->cg.mnt, MNT_DETACH);
 		rmdir(self->cg.mnt);
@@ -326,6 +337,30 @@ static void handoff_or_refusal(struct __test_metadata *_metadata, bool on,
 		TH_LOG("%s: neither a handoff nor a refusal in %d blocking fsyncs",
 		       what, i);
 	TH_LOG("%s: %s", what, handed ? "handed off" : "handoff refused");
+}
+
+/*
+ * Wait up to @ms for @pid, which must exit with CHILD_OK; after that it is
+ * killed, reaped and the case fails, so that a hang does not outlive the
+ * case and its teardown.
+ */
+static void reap_within(struct __test_metadata *_metadata, pid_t pid, long ms)
+{
+	long t0 = now_ms();
+	int status = 0;
+	pid_t r;
+
+	while ((r = waitpid(pid, &status, WNOHANG)) == 0 && now_ms() - t0 < ms)
+		usleep(5 * 1000);
+	if (r == 0) {
+		kill(pid, SIGKILL);
+		waitpid(pid, &status, 0);
+	}
+	ASSERT_EQ(pid, r) TH_LOG("child %d still running after %ld ms: killed",
+				 pid, ms);
+	ASSERT_TRUE(WIFEXITED(status)) TH_LOG("child %d: status %#x", pid,
+					      status);
+	ASSERT_EQ(CHILD_OK, WEXITSTATUS(status)) TH_LOG("child %d", pid);
 }
 
 /* Wait for @pid, which must exit with @code. */
@@ -2990,7 +3025,8 @@ static long cg_wait_frozen(const char *dir, int want, long ms)
 	return -1;
 }
 
-#define FREEZE_MS	3000	/* a cgroup with nothing in flight freezes at once */
+#define FREEZE_MS	20000	/* a frozen cgroup reports it within ms, under TCG */
+#define CHILD_MS	60000	/* for a child to finish once released */
 
 /*
  * Item 12, the freezer: a process whose thread handed off in a FIFO open
@@ -3051,22 +3087,26 @@ TEST_F_TIMEOUT(identity, cgroup_freeze_with_handoff, 120)
 	ret = read(pfd[0], fifo, sizeof(fifo));
 	if (ret != (ssize_t)sizeof(fifo)) {
 		close(go[1]);
-		reap(_metadata, child, CHILD_OK);
+		reap_within(_metadata, child, CHILD_MS);
 		ASSERT_EQ((ssize_t)sizeof(fifo), ret) TH_LOG("the child failed first");
 	}
-	ASSERT_EQ(0, path_cat(path, sizeof(path), self->cg.dom, "/cgroup.freeze"));
-	ASSERT_EQ(0, write_str(path, "1"));
-	frozen = cg_wait_frozen(self->cg.dom, 1, FREEZE_MS);
-	ASSERT_EQ(0, write_str(path, "0"));
-	thawed = cg_wait_frozen(self->cg.dom, 0, FREEZE_MS);
+	ret = path_cat(path, sizeof(path), self->cg.dom, "/cgroup.freeze");
+	if (!ret)
+		ret = write_str(path, "1");
+	frozen = ret ? -1 : cg_wait_frozen(self->cg.dom, 1, FREEZE_MS);
+	/* thawed whatever happened, so that the child can end */
+	write_str(path, "0");
+	thawed = ret ? -1 : cg_wait_frozen(self->cg.dom, 0, FREEZE_MS);
 	fifo_release(fifo);
-	ASSERT_EQ(1, write(go[1], "g", 1));
-	close(go[1]);
-	close(pfd[0]);
-	reap(_metadata, child, CHILD_OK);
+	TH_LOG("frozen in %ld ms, thawed in %ld ms", frozen, thawed);
+	EXPECT_EQ(0, ret) TH_LOG("%s: %s", path, strerror(-ret));
 	EXPECT_LE(0, frozen) TH_LOG("not frozen after %d ms", FREEZE_MS);
 	EXPECT_LE(0, thawed) TH_LOG("not thawed after %d ms", FREEZE_MS);
-	TH_LOG("frozen in %ld ms, thawed in %ld ms", frozen, thawed);
+	EXPECT_EQ(1, write(go[1], "g", 1));
+	close(go[1]);
+	close(pfd[0]);
+	reap_within(_metadata, child, CHILD_MS);
+	unlink(fifo);
 }
 
 /*
@@ -3124,7 +3164,7 @@ out:
 	return n;
 }
 
-#define CORE_MS		3000	/* a core of a small process under TCG */
+#define CORE_MS		20000	/* a core of a small process under TCG */
 
 /*
  * Item 12, the coredump: a thread that handed off in a FIFO open (its
@@ -3137,16 +3177,20 @@ out:
 TEST_F_TIMEOUT(identity, coredump_with_handoff, 120)
 {
 	char fifo[PATH_MAX] = "", cwd[PATH_MAX - 64], pattern[PATH_MAX];
-	char core[PATH_MAX];
+	char core[PATH_MAX], saved[sizeof(self->core_pattern)];
 	int pfd[2], ret, status = 0, n;
-	pid_t child, tids[64];
+	pid_t child, tids[64], r = 0;
 	long t0, took = -1;
 
-	if (read_small(CORE_PATTERN, self->core_pattern,
-		       sizeof(self->core_pattern)) <= 0)
+	if (read_small(CORE_PATTERN, saved, sizeof(saved)) <= 0)
 		SKIP(return, "cannot read " CORE_PATTERN);
 	ASSERT_NE(NULL, getcwd(cwd, sizeof(cwd)));
 	snprintf(pattern, sizeof(pattern), "%s/identity_test.core.%%p", cwd);
+	/* longer than CORENAME_MAX_SIZE would be cut without an error */
+	if (strlen(pattern) >= 128)
+		SKIP(return, "the core file path (%zu bytes) is too long for %s",
+		     strlen(pattern), CORE_PATTERN);
+	memcpy(self->core_pattern, saved, sizeof(saved));
 	ASSERT_EQ(0, write_str(CORE_PATTERN, pattern));
 	ASSERT_EQ(0, pipe2(pfd, O_CLOEXEC));
 	child = fork();
@@ -3171,8 +3215,9 @@ TEST_F_TIMEOUT(identity, coredump_with_handoff, 120)
 	ret = read(pfd[0], fifo, sizeof(fifo));
 	close(pfd[0]);
 	t0 = now_ms();
-	while (ret == (ssize_t)sizeof(fifo) && now_ms() - t0 < 3 * CORE_MS) {
-		if (waitpid(child, &status, WNOHANG) == child) {
+	while (ret == (ssize_t)sizeof(fifo) && now_ms() - t0 < 2 * CORE_MS) {
+		r = waitpid(child, &status, WNOHANG);
+		if (r == child) {
 			took = now_ms() - t0;
 			break;
 		}
@@ -3181,8 +3226,18 @@ TEST_F_TIMEOUT(identity, coredump_with_handoff, 120)
 	if (took < 0) {
 		if (fifo[0])
 			fifo_release(fifo);
-		ASSERT_EQ(child, waitpid(child, &status, 0));
+		t0 = now_ms();
+		while ((r = waitpid(child, &status, WNOHANG)) == 0 &&
+		       now_ms() - t0 < CHILD_MS)
+			usleep(5 * 1000);
+		if (r == 0) {
+			kill(child, SIGKILL);
+			waitpid(child, &status, 0);
+		}
 	}
+	/* the pattern back at once: later cases and liburing dump there */
+	EXPECT_EQ(0, write_str(CORE_PATTERN, saved));
+	self->core_pattern[0] = '\0';
 	if (fifo[0])
 		unlink(fifo);
 	snprintf(core, sizeof(core), "%s/identity_test.core.%d", cwd, child);
@@ -3201,7 +3256,7 @@ TEST_F_TIMEOUT(identity, coredump_with_handoff, 120)
 	TH_LOG("dumped in %ld ms, %d threads in the core", took, n);
 }
 
-#define TSYNC_MS	3000	/* every thread runs a task work, under TCG */
+#define TSYNC_MS	20000	/* every thread runs a task work, under TCG */
 
 /*
  * Item 12, Landlock TSYNC: landlock_restrict_self() with
@@ -3218,7 +3273,7 @@ TEST_F_TIMEOUT(identity, landlock_tsync_with_handoff, 120)
 {
 	char fifo[PATH_MAX] = "";
 	int pfd[2], res[2], ret, abi;
-	long took = -1, late;
+	long took = -1, late = -1;
 	struct pollfd p;
 	pid_t child;
 
@@ -3226,6 +3281,8 @@ TEST_F_TIMEOUT(identity, landlock_tsync_with_handoff, 120)
 		      LANDLOCK_CREATE_RULESET_VERSION);
 	if (abi < 0)
 		SKIP(return, "no Landlock: %s", strerror(errno));
+	if (abi < 8)
+		SKIP(return, "no LANDLOCK_RESTRICT_SELF_TSYNC (Landlock ABI %d)", abi);
 	ASSERT_EQ(0, pipe2(pfd, O_CLOEXEC));
 	ASSERT_EQ(0, pipe2(res, O_CLOEXEC));
 	child = fork();
@@ -3236,6 +3293,7 @@ TEST_F_TIMEOUT(identity, landlock_tsync_with_handoff, 120)
 		};
 		char name[PATH_MAX];
 		struct io_uring_cqe cqe;
+		struct io_uring_sqe *sqe;
 		struct ring_file rf;
 		unsigned long handed;
 		int rs, fd, err;
@@ -3255,14 +3313,10 @@ TEST_F_TIMEOUT(identity, landlock_tsync_with_handoff, 120)
 			      LANDLOCK_RESTRICT_SELF_TSYNC);
 		err = errno;
 		dt = now_ms() - t0;
-		if (ret && err == EINVAL) {
-			dt = -2;	/* no TSYNC in this ABI */
-			ASSERT_EQ((ssize_t)sizeof(dt), write(res[1], &dt, sizeof(dt)));
-			_exit(CHILD_OK);
-		}
 		ASSERT_EQ((ssize_t)sizeof(dt), write(res[1], &dt, sizeof(dt)));
 		ASSERT_EQ(0, ret) TH_LOG("landlock_restrict_self: %s", strerror(err));
 		snprintf(name, sizeof(name), "%s.landlock", rf.path);
+		/* the thread that holds the tid is bound ... */
 		fd = open(name, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
 		err = errno;
 		if (fd >= 0) {
@@ -3271,17 +3325,41 @@ TEST_F_TIMEOUT(identity, landlock_tsync_with_handoff, 120)
 		}
 		EXPECT_GT(0, fd) TH_LOG("the thread made a file after TSYNC");
 		EXPECT_EQ(EACCES, err);
+		/* ... and so are the ring's workers, the demoted task among them */
+		sqe = iou_sqe(&rf.r);
+		ASSERT_NE(NULL, sqe);
+		iou_prep(sqe, IORING_OP_OPENAT, AT_FDCWD, name, 0600, 0, 0x11);
+		sqe->open_flags = O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC;
+		sqe->flags |= IOSQE_ASYNC;
+		ASSERT_EQ(1, iou_submit(&rf.r, 0));
 		/* the parent brings the writer once it has the time */
 		t0 = now_ms();
-		while (!iou_cqe(&rf.r, &cqe) && now_ms() - t0 < 3 * TSYNC_MS)
-			usleep(1000);
-		ASSERT_GT(3 * TSYNC_MS, now_ms() - t0) TH_LOG("the open never ended");
-		ASSERT_EQ(FIFO_OPEN_DATA, cqe.user_data);
-		if (cqe.res != -EINTR)
-			ASSERT_LE(0, cqe.res) TH_LOG("open: %s", strerror(-cqe.res));
-		TH_LOG("the open after TSYNC: %d (%lu handoff)", cqe.res, handed);
-		if (cqe.res >= 0)
-			close(cqe.res);
+		ret = 0;
+		while (ret < 2 && now_ms() - t0 < 3 * TSYNC_MS) {
+			if (!iou_cqe(&rf.r, &cqe)) {
+				usleep(1000);
+				continue;
+			}
+			ret++;
+			if (cqe.user_data == 0x11) {
+				if (cqe.res >= 0) {
+					close(cqe.res);
+					unlink(name);
+				}
+				EXPECT_EQ(-EACCES, cqe.res)
+					TH_LOG("an io-wq worker made a file after TSYNC: %d",
+					       cqe.res);
+				continue;
+			}
+			ASSERT_EQ(FIFO_OPEN_DATA, cqe.user_data);
+			if (cqe.res != -EINTR)
+				EXPECT_LE(0, cqe.res) TH_LOG("open: %s", strerror(-cqe.res));
+			TH_LOG("the open after TSYNC: %d (%lu handoff)", cqe.res,
+			       handed);
+			if (cqe.res >= 0)
+				close(cqe.res);
+		}
+		EXPECT_EQ(2, ret) TH_LOG("%d of 2 requests ended", ret);
 		unlink(fifo);
 		rf_close(&rf);
 		_exit(child_status(_metadata));
@@ -3296,19 +3374,20 @@ TEST_F_TIMEOUT(identity, landlock_tsync_with_handoff, 120)
 			took = -1;
 		/* ends a TSYNC that waits for the open, or the open itself */
 		fifo_release(fifo);
-		if (took < 0 && read(res[0], &late, sizeof(late)) == sizeof(late))
+		if (took < 0 && poll(&p, 1, TSYNC_MS) == 1 &&
+		    read(res[0], &late, sizeof(late)) == sizeof(late))
 			TH_LOG("TSYNC returned %ld ms after it began, once the open ended",
 			       late);
 	}
-	close(pfd[0]);
-	close(res[0]);
-	reap(_metadata, child, CHILD_OK);
-	ASSERT_EQ((ssize_t)sizeof(fifo), ret) TH_LOG("the child failed first");
-	if (took == -2)
-		SKIP(return, "no LANDLOCK_RESTRICT_SELF_TSYNC (Landlock ABI %d)", abi);
+	TH_LOG("TSYNC took %ld ms", took);
 	EXPECT_LE(0, took) TH_LOG("TSYNC still waited %d ms after it began",
 				  TSYNC_MS);
-	TH_LOG("TSYNC took %ld ms", took);
+	close(pfd[0]);
+	close(res[0]);
+	reap_within(_metadata, child, CHILD_MS);
+	if (fifo[0])
+		unlink(fifo);
+	ASSERT_EQ((ssize_t)sizeof(fifo), ret) TH_LOG("the child failed first");
 }
 
 #define PM_TEST		"/sys/power/pm_test"
@@ -3379,26 +3458,50 @@ TEST_F_TIMEOUT(identity, system_freeze_with_handoff, 120)
 	ret = read(pfd[0], fifo, sizeof(fifo));
 	if (ret != (ssize_t)sizeof(fifo)) {
 		close(go[1]);
-		reap(_metadata, child, CHILD_OK);
+		reap_within(_metadata, child, CHILD_MS);
 		ASSERT_EQ((ssize_t)sizeof(fifo), ret) TH_LOG("the child failed first");
 	}
-	ASSERT_EQ(0, write_str(PM_TEST, "freezer"));
+	self->pm_test = true;
+	werr = write_str(PM_TEST, "freezer");
 	t0 = now_ms();
-	werr = write_str(PM_STATE, "freeze");
+	if (!werr)
+		werr = write_str(PM_STATE, "freeze");
 	took = now_ms() - t0;
 	EXPECT_EQ(0, write_str(PM_TEST, "none"));
+	self->pm_test = false;
 	fifo_release(fifo);
-	ASSERT_EQ(1, write(go[1], "g", 1));
-	close(go[1]);
-	close(pfd[0]);
-	reap(_metadata, child, CHILD_OK);
+	TH_LOG("frozen and thawed in %ld ms", took);
+	/* EBUSY: some task did not freeze in 20 s, the kernel log names it */
 	EXPECT_EQ(0, werr) TH_LOG("freeze (pm_test freezer) after %ld ms: %s",
 				  took, strerror(-werr));
-	TH_LOG("frozen and thawed in %ld ms", took);
+	EXPECT_EQ(1, write(go[1], "g", 1));
+	close(go[1]);
+	close(pfd[0]);
+	reap_within(_metadata, child, CHILD_MS);
+	unlink(fifo);
 }
 
 #define KMEMLEAK	"/sys/kernel/debug/kmemleak"
 #define LEAK_HANDOFFS	40
+
+/*
+ * All of @path into @buf (NUL terminated, cut at @size - 1): a seq_file
+ * read returns a page at a time. Its length, or -1.
+ */
+static ssize_t read_all(const char *path, char *buf, size_t size)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	size_t len = 0;
+	ssize_t n = 0;
+
+	if (fd < 0)
+		return -1;
+	while (len < size - 1 && (n = read(fd, buf + len, size - 1 - len)) > 0)
+		len += n;
+	close(fd);
+	buf[len] = '\0';
+	return n < 0 ? -1 : (ssize_t)len;
+}
 
 /* The kmemleak reports naming io_uring, io-wq or the handoff in @buf */
 static int io_leaks(const char *buf)
@@ -3438,7 +3541,15 @@ TEST_F_TIMEOUT(identity, task_restrictions_not_leaked, 600)
 	if (fd < 0)
 		SKIP(return, "no " KMEMLEAK " (CONFIG_DEBUG_KMEMLEAK, debugfs)");
 	close(fd);
-	/* what was reported before is not this test's */
+	/*
+	 * What leaked before is not this case's: an object is reported on the
+	 * second scan that finds it unreferenced, once it is 5 s old.
+	 */
+	i = write_str(KMEMLEAK, "scan");
+	if (i == -EPERM)
+		SKIP(return, "kmemleak is off");
+	ASSERT_EQ(0, i) TH_LOG("kmemleak scan: %s", strerror(-i));
+	sleep(6);
 	ASSERT_EQ(0, write_str(KMEMLEAK, "scan"));
 	ASSERT_EQ(0, write_str(KMEMLEAK, "clear"));
 	child = fork();
@@ -3468,12 +3579,12 @@ TEST_F_TIMEOUT(identity, task_restrictions_not_leaked, 600)
 		rf_close(&rf);
 		_exit(child_status(_metadata));
 	}
-	reap(_metadata, child, CHILD_OK);
+	reap_within(_metadata, child, CHILD_MS);
 	/* the workers exit after the ring; an object must be 5 s old */
 	sleep(6);
 	for (i = 0; i < 2; i++)
 		ASSERT_EQ(0, write_str(KMEMLEAK, "scan"));
-	ASSERT_LE(0, read_small(KMEMLEAK, buf, sizeof(buf)));
+	ASSERT_LE(0, read_all(KMEMLEAK, buf, sizeof(buf)));
 	leaks = io_leaks(buf);
 	if (leaks)
 		TH_LOG("%.2000s", buf);
@@ -3508,9 +3619,10 @@ TEST_F_TIMEOUT(identity, apparmor_onexec_stays, 120)
 	pid_t child;
 
 	if (access(AA_EXEC, F_OK))
-		SKIP(return, "no " AA_EXEC " (AppArmor not enabled)");
+		SKIP(return, "no " AA_EXEC " (AppArmor not built in)");
 	if (!aa_onexec_settable())
-		SKIP(return, "cannot set an onexec transition in " AA_EXEC);
+		SKIP(return, "cannot set an onexec transition in " AA_EXEC
+		     " (AppArmor not enabled?)");
 	child = fork();
 	ASSERT_LE(0, child);
 	if (!child) {
@@ -3537,7 +3649,7 @@ TEST_F_TIMEOUT(identity, apparmor_onexec_stays, 120)
 		rf_close(&rf);
 		_exit(child_status(_metadata));
 	}
-	reap(_metadata, child, CHILD_OK);
+	reap_within(_metadata, child, CHILD_MS);
 }
 
 /*
@@ -3581,7 +3693,7 @@ TEST_F_TIMEOUT(identity, attr_write_refused_while_armed, 120)
 		rf_close(&rf);
 		_exit(child_status(_metadata));
 	}
-	reap(_metadata, child, CHILD_OK);
+	reap_within(_metadata, child, CHILD_MS);
 }
 
 TEST_HARNESS_MAIN
