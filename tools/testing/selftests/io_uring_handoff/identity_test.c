@@ -3029,6 +3029,84 @@ static long cg_wait_frozen(const char *dir, int want, long ms)
 #define CHILD_MS	60000	/* for a child to finish once released */
 
 /*
+ * The child of a freezer case: in a cgroup of its own if @own_cg, hands off
+ * in a FIFO open and sends the FIFO's name to @ready; the parent freezes
+ * and thaws it, brings the FIFO's writer and writes to @go. The thread must
+ * still be itself, and the open must end, with an fd or with -EINTR (the
+ * freezer's wakeup), as on io-wq. Exits with the child's verdict.
+ */
+static void frozen_child(struct __test_metadata *_metadata,
+			 FIXTURE_DATA(identity) *self, bool on, bool own_cg,
+			 int ready, int go)
+{
+	char fifo[PATH_MAX], dom[PATH_MAX], c;
+	struct io_uring_cqe cqe;
+	struct ring_file rf;
+	unsigned long handed;
+	pid_t tid = gettid();
+	long t0;
+
+	if (own_cg)
+		cg_setup(_metadata, &self->cg, dom, sizeof(dom));
+	rf_open(_metadata, &self->files, &rf);
+	prewarm(_metadata, on, &rf);
+	fifo_open_blocked(_metadata, on, &rf, fifo, sizeof(fifo), &handed);
+	ASSERT_EQ((ssize_t)sizeof(fifo), write(ready, fifo, sizeof(fifo)));
+	/* frozen and thawed in here; the parent then opens the FIFO */
+	ASSERT_EQ(1, read(go, &c, 1));
+	ASSERT_EQ(tid, gettid());
+	t0 = now_ms();
+	while (!iou_cqe(&rf.r, &cqe) && now_ms() - t0 < 3000)
+		usleep(1000);
+	ASSERT_GT(3000, now_ms() - t0)
+		TH_LOG("the open did not end after the thaw and its writer");
+	ASSERT_EQ(FIFO_OPEN_DATA, cqe.user_data);
+	if (cqe.res != -EINTR)
+		ASSERT_LE(0, cqe.res) TH_LOG("open: %s", strerror(-cqe.res));
+	TH_LOG("the open after the thaw: %d (%lu handoff)", cqe.res, handed);
+	if (cqe.res >= 0)
+		close(cqe.res);
+	unlink(fifo);
+	rf_close(&rf);
+	_exit(child_status(_metadata));
+}
+
+/*
+ * Fork a frozen_child() and wait until its open sleeps: its pid, with the
+ * FIFO's name in @fifo and the pipe to release it in @go.
+ */
+static pid_t fork_frozen_child(struct __test_metadata *_metadata,
+			       FIXTURE_DATA(identity) *self, bool on,
+			       bool own_cg, char *fifo, size_t size, int *go)
+{
+	int pfd[2], g[2];
+	ssize_t ret;
+	pid_t child;
+
+	ASSERT_EQ(PATH_MAX, size);
+	ASSERT_EQ(0, pipe2(pfd, O_CLOEXEC));
+	ASSERT_EQ(0, pipe2(g, O_CLOEXEC));
+	child = fork();
+	ASSERT_LE(0, child);
+	if (!child) {
+		close(pfd[0]);
+		close(g[1]);
+		frozen_child(_metadata, self, on, own_cg, pfd[1], g[0]);
+	}
+	close(pfd[1]);
+	close(g[0]);
+	ret = read(pfd[0], fifo, size);
+	close(pfd[0]);
+	if (ret != (ssize_t)size) {
+		close(g[1]);
+		reap_within(_metadata, child, CHILD_MS);
+		ASSERT_EQ((ssize_t)size, ret) TH_LOG("the child failed first");
+	}
+	*go = g[1];
+	return child;
+}
+
+/*
  * Item 12, the freezer: a process whose thread handed off in a FIFO open
  * (the demoted task waits in the open as a worker, the thread in read(2))
  * freezes with cgroup.freeze as it does at sysctl 0, where the open waits
@@ -3039,57 +3117,12 @@ static long cg_wait_frozen(const char *dir, int want, long ms)
 TEST_F_TIMEOUT(identity, cgroup_freeze_with_handoff, 120)
 {
 	char fifo[PATH_MAX] = "", path[PATH_MAX];
-	int pfd[2], go[2], ret;
 	long frozen, thawed;
+	int go, ret;
 	pid_t child;
 
-	ASSERT_EQ(0, pipe2(pfd, O_CLOEXEC));
-	ASSERT_EQ(0, pipe2(go, O_CLOEXEC));
-	child = fork();
-	ASSERT_LE(0, child);
-	if (!child) {
-		struct io_uring_cqe cqe;
-		char dom[PATH_MAX], c;
-		struct ring_file rf;
-		unsigned long handed;
-		pid_t tid = gettid();
-		long t0;
-
-		close(pfd[0]);
-		close(go[1]);
-		cg_setup(_metadata, &self->cg, dom, sizeof(dom));
-		rf_open(_metadata, &self->files, &rf);
-		prewarm(_metadata, variant->sysctl, &rf);
-		fifo_open_blocked(_metadata, variant->sysctl, &rf, fifo,
-				  sizeof(fifo), &handed);
-		ASSERT_EQ((ssize_t)sizeof(fifo), write(pfd[1], fifo, sizeof(fifo)));
-		/* frozen and thawed in here; the parent then opens the FIFO */
-		ASSERT_EQ(1, read(go[0], &c, 1));
-		ASSERT_EQ(tid, gettid());
-		t0 = now_ms();
-		while (!iou_cqe(&rf.r, &cqe) && now_ms() - t0 < 3000)
-			usleep(1000);
-		ASSERT_GT(3000, now_ms() - t0)
-			TH_LOG("the open did not end after the thaw and its writer");
-		ASSERT_EQ(FIFO_OPEN_DATA, cqe.user_data);
-		if (cqe.res != -EINTR)
-			ASSERT_LE(0, cqe.res) TH_LOG("open: %s", strerror(-cqe.res));
-		TH_LOG("the open after the thaw: %d (%lu handoff)", cqe.res,
-		       handed);
-		if (cqe.res >= 0)
-			close(cqe.res);
-		unlink(fifo);
-		rf_close(&rf);
-		_exit(child_status(_metadata));
-	}
-	close(pfd[1]);
-	close(go[0]);
-	ret = read(pfd[0], fifo, sizeof(fifo));
-	if (ret != (ssize_t)sizeof(fifo)) {
-		close(go[1]);
-		reap_within(_metadata, child, CHILD_MS);
-		ASSERT_EQ((ssize_t)sizeof(fifo), ret) TH_LOG("the child failed first");
-	}
+	child = fork_frozen_child(_metadata, self, variant->sysctl, true, fifo,
+				  sizeof(fifo), &go);
 	ret = path_cat(path, sizeof(path), self->cg.dom, "/cgroup.freeze");
 	if (!ret)
 		ret = write_str(path, "1");
@@ -3102,9 +3135,8 @@ TEST_F_TIMEOUT(identity, cgroup_freeze_with_handoff, 120)
 	EXPECT_EQ(0, ret) TH_LOG("%s: %s", path, strerror(-ret));
 	EXPECT_LE(0, frozen) TH_LOG("not frozen after %d ms", FREEZE_MS);
 	EXPECT_LE(0, thawed) TH_LOG("not thawed after %d ms", FREEZE_MS);
-	EXPECT_EQ(1, write(go[1], "g", 1));
-	close(go[1]);
-	close(pfd[0]);
+	EXPECT_EQ(1, write(go, "g", 1));
+	close(go);
 	reap_within(_metadata, child, CHILD_MS);
 	unlink(fifo);
 }
@@ -3405,7 +3437,7 @@ TEST_F_TIMEOUT(identity, landlock_tsync_with_handoff, 120)
 TEST_F_TIMEOUT(identity, system_freeze_with_handoff, 120)
 {
 	char fifo[PATH_MAX] = "", modes[256];
-	int pfd[2], go[2], ret, werr;
+	int go, werr;
 	long t0, took;
 	pid_t child;
 
@@ -3417,50 +3449,8 @@ TEST_F_TIMEOUT(identity, system_freeze_with_handoff, 120)
 	if (read_small(PM_STATE, modes, sizeof(modes)) <= 0 ||
 	    !strstr(modes, "freeze"))
 		SKIP(return, "no freeze state in " PM_STATE);
-	ASSERT_EQ(0, pipe2(pfd, O_CLOEXEC));
-	ASSERT_EQ(0, pipe2(go, O_CLOEXEC));
-	child = fork();
-	ASSERT_LE(0, child);
-	if (!child) {
-		struct io_uring_cqe cqe;
-		struct ring_file rf;
-		unsigned long handed;
-		pid_t tid = gettid();
-		char c;
-
-		close(pfd[0]);
-		close(go[1]);
-		rf_open(_metadata, &self->files, &rf);
-		prewarm(_metadata, variant->sysctl, &rf);
-		fifo_open_blocked(_metadata, variant->sysctl, &rf, fifo,
-				  sizeof(fifo), &handed);
-		ASSERT_EQ((ssize_t)sizeof(fifo), write(pfd[1], fifo, sizeof(fifo)));
-		ASSERT_EQ(1, read(go[0], &c, 1));
-		ASSERT_EQ(tid, gettid());
-		t0 = now_ms();
-		while (!iou_cqe(&rf.r, &cqe) && now_ms() - t0 < 3000)
-			usleep(1000);
-		ASSERT_GT(3000, now_ms() - t0)
-			TH_LOG("the open did not end after the thaw and its writer");
-		ASSERT_EQ(FIFO_OPEN_DATA, cqe.user_data);
-		if (cqe.res != -EINTR)
-			ASSERT_LE(0, cqe.res) TH_LOG("open: %s", strerror(-cqe.res));
-		TH_LOG("the open after the thaw: %d (%lu handoff)", cqe.res,
-		       handed);
-		if (cqe.res >= 0)
-			close(cqe.res);
-		unlink(fifo);
-		rf_close(&rf);
-		_exit(child_status(_metadata));
-	}
-	close(pfd[1]);
-	close(go[0]);
-	ret = read(pfd[0], fifo, sizeof(fifo));
-	if (ret != (ssize_t)sizeof(fifo)) {
-		close(go[1]);
-		reap_within(_metadata, child, CHILD_MS);
-		ASSERT_EQ((ssize_t)sizeof(fifo), ret) TH_LOG("the child failed first");
-	}
+	child = fork_frozen_child(_metadata, self, variant->sysctl, false, fifo,
+				  sizeof(fifo), &go);
 	self->pm_test = true;
 	werr = write_str(PM_TEST, "freezer");
 	t0 = now_ms();
@@ -3474,9 +3464,8 @@ TEST_F_TIMEOUT(identity, system_freeze_with_handoff, 120)
 	/* EBUSY: some task did not freeze in 20 s, the kernel log names it */
 	EXPECT_EQ(0, werr) TH_LOG("freeze (pm_test freezer) after %ld ms: %s",
 				  took, strerror(-werr));
-	EXPECT_EQ(1, write(go[1], "g", 1));
-	close(go[1]);
-	close(pfd[0]);
+	EXPECT_EQ(1, write(go, "g", 1));
+	close(go);
 	reap_within(_metadata, child, CHILD_MS);
 	unlink(fifo);
 }
