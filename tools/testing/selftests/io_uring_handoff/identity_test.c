@@ -3641,48 +3641,4 @@ TEST_F_TIMEOUT(identity, apparmor_onexec_stays, 120)
 	reap_within(_metadata, child, CHILD_MS);
 }
 
-/*
- * A write of the thread's own security attributes through io_uring fails
- * with -EACCES, as it does from io-wq at sysctl 0 (the writer is not the
- * thread): with a handoff armed (sysctl 1) the inline write would set the
- * value on the task left behind if it blocked before setting it, while the
- * CQE reported success. Before the fix the inline write succeeded at
- * sysctl 1. Needs AppArmor for an attribute file to write.
- */
-TEST_F_TIMEOUT(identity, attr_write_refused_while_armed, 120)
-{
-	pid_t child;
-
-	if (access(AA_EXEC, F_OK))
-		SKIP(return, "no " AA_EXEC " (AppArmor not enabled)");
-	child = fork();
-	ASSERT_LE(0, child);
-	if (!child) {
-		static const char val[] = "exec unconfined";
-		struct io_uring_cqe cqe;
-		struct io_uring_sqe *sqe;
-		struct ring_file rf;
-		char label[256];
-		int fd;
-
-		rf_open(_metadata, &self->files, &rf);
-		fd = open(AA_EXEC, O_WRONLY | O_CLOEXEC);
-		ASSERT_LE(0, fd) TH_LOG(AA_EXEC ": %s", strerror(errno));
-		sqe = iou_sqe(&rf.r);
-		ASSERT_NE(NULL, sqe);
-		iou_prep(sqe, IORING_OP_WRITE, fd, val, sizeof(val) - 1, 0, 0xa7);
-		ASSERT_EQ(1, iou_submit(&rf.r, 1));
-		ASSERT_EQ(0, iou_wait_cqe(&rf.r, &cqe));
-		EXPECT_EQ(-EACCES, cqe.res)
-			TH_LOG("the attribute write from io_uring returned %d", cqe.res);
-		/* and nothing was set on the thread either */
-		EXPECT_GT(0, read_small(AA_EXEC, label, sizeof(label)))
-			TH_LOG("onexec set to %s", label);
-		close(fd);
-		rf_close(&rf);
-		_exit(child_status(_metadata));
-	}
-	reap_within(_metadata, child, CHILD_MS);
-}
-
 TEST_HARNESS_MAIN
