@@ -327,11 +327,13 @@ unsafe fn vet_destination(src: *mut Task, dst: *mut Task) -> Result<(), Refusal>
     // handoff is armed (io_uring_handoff_armed()), but that is its own state, not `src`'s.
     // SAFETY: `get_current()` is always valid.
     let cur = unsafe { bindings::get_current() };
-    // SAFETY: `src` holds the identity and is `current` or parked, `dst` waits idle and `cur` is
-    // `current`: none of the three changes its blob meanwhile. The hook does not sleep.
-    if unsafe { bindings::security_thread_handoff(src, dst) } != 0
-        || (cur != src && unsafe { bindings::security_thread_handoff(cur, dst) } != 0)
-    {
+    // SAFETY: `src` holds the identity and is `current` or parked, `dst` waits idle: neither
+    // changes its blob meanwhile. The hook does not sleep.
+    if unsafe { bindings::security_thread_handoff(src, dst) } != 0 {
+        return Err(Refusal::Lsm);
+    }
+    // SAFETY: `cur` is `current`, `dst` waits idle. The hook does not sleep.
+    if cur != src && unsafe { bindings::security_thread_handoff(cur, dst) } != 0 {
         return Err(Refusal::Lsm);
     }
     // SAFETY: `src` is `current`, `dst` valid.
