@@ -3598,10 +3598,11 @@ static bool aa_onexec_settable(void)
  * Item 10, AppArmor: the onexec transition a thread sets (change_profile on
  * exec) is kept in the task security blob, which does not move. A thread
  * that set one after its workers were created must not hand off
- * (security_task_handoff() refuses: "worker"), and must still have it:
- * /proc/thread-self/attr/apparmor/exec names the profile. Before the fix
- * the thread handed off and lost it (the read fails with EINVAL). Needs
- * AppArmor (CONFIG_SECURITY_APPARMOR, in the LSM list); no policy needed.
+ * (security_thread_handoff() refuses before the issue: "task"), and must
+ * still have it: /proc/thread-self/attr/apparmor/exec names the profile.
+ * Before the fix the thread handed off and lost it (the read fails with
+ * EINVAL). Needs AppArmor (CONFIG_SECURITY_APPARMOR, in the LSM list); no
+ * policy needed.
  */
 TEST_F_TIMEOUT(identity, apparmor_onexec_stays, 120)
 {
