@@ -506,6 +506,9 @@ unsafe extern "C" fn resume() -> c_long {
     unsafe {
         let tctx = (*cur).io_uring;
         let ho = &mut (*tctx).handoff;
+        // Before anything that may block: settings of the scheduling attributes or the affinity
+        // through the tid wait for this.
+        bindings::thread_handoff_adopt(&ho.th);
         let (src, prev, ctx, bound) = (ho.src, ho.prev, ho.ctx, ho.bound);
 
         io_uring_handoff_resume(

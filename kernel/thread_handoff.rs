@@ -18,18 +18,25 @@
 //! The move has two parts. [`commit`] moves, in one critical section under `tasklist_lock` and
 //! the siglock, everything through which another task reaches the thread, while the source is
 //! `current` and the destination asleep and pinned under its `pi_lock`: no tid lookup finds a
-//! half moved thread. [`finish`] then moves, on the destination, what only the thread itself
-//! uses, from the source, which stays parked until then.
+//! half moved thread. The destination first adopts the scheduling attributes and the affinity
+//! taken from the source in that section ([`thread_handoff_adopt`]); settings of them through
+//! the tid wait until it has. [`finish`] then moves, on the destination, what only the thread
+//! itself uses, from the source, which stays parked until then.
 
 use core::ptr::{self, addr_of, addr_of_mut};
 use kernel::{
     bindings,
-    cpumask::{Cpumask, CpumaskVar},
+    cpumask::Cpumask,
     prelude::*,
     sync::atomic::{Atomic, Release},
 };
 
 type Task = bindings::task_struct;
+
+/// `task_struct::atomic_flags` bit of a task that holds a tid a handoff gave it, from [`commit`]
+/// until [`thread_handoff_adopt`]: settings through the tid wait for it to clear (see
+/// `include/linux/thread_handoff.h`).
+const HANDOFF_MOVING: c_ulong = bindings::PFA_HANDOFF_MOVING as c_ulong;
 
 /// Prefix of this crate's log messages, for the `pr_*!` macros.
 const __LOG_PREFIX: &[u8] = b"thread_handoff\0";
@@ -920,41 +927,36 @@ unsafe fn move_cgroup(dst: *mut Task, src: *mut Task) {
     }
 }
 
-/// Moves the scheduling attributes, only calling into the scheduler when they differ.
+/// The scheduling attributes of a task as `sched_setattr()` takes them: policy, nice value or
+/// real-time priority, reset-on-fork, a custom slice and the utilization clamps the user
+/// requested.
 ///
 /// # Safety
 ///
-/// `dst` must be `current`, `src` a blocked task.
-unsafe fn move_sched(dst: *mut Task, src: *mut Task) {
-    // SAFETY: Both tasks are valid; only the fair class gets here (see [`vet_source`]).
+/// `t` must be valid, with its `pi_lock` held or `current`: either keeps
+/// `__sched_setscheduler()` and `set_user_nice()`, which write them under the task's `pi_lock`
+/// and run queue lock, from changing them under us.
+unsafe fn sched_attr_of(t: *mut Task) -> bindings::sched_attr {
+    // SAFETY: An all-zero `sched_attr` is valid: no flags, no clamps.
+    let mut attr: bindings::sched_attr = unsafe { core::mem::zeroed() };
+    attr.size = core::mem::size_of::<bindings::sched_attr>() as u32;
+    // SAFETY: `t` is valid and its attributes stable, per the contract.
     unsafe {
-        let (s, d) = (&*src, &*dst);
-        let reset = s.sched_reset_on_fork();
-        let slice = s.se.custom_slice != 0;
-        let same = s.policy == d.policy
-            && bindings::task_nice(src) == bindings::task_nice(dst)
-            && reset == d.sched_reset_on_fork()
-            && s.se.custom_slice == d.se.custom_slice
-            && (!slice || s.se.slice == d.se.slice)
-            && same_uclamp(s, d);
-        if same {
-            return;
+        attr.sched_policy = (*t).policy;
+        attr.sched_nice = bindings::task_nice(t);
+        if (*t).policy == bindings::SCHED_FIFO || (*t).policy == bindings::SCHED_RR {
+            attr.sched_priority = (*t).rt_priority;
         }
-
-        let mut attr: bindings::sched_attr = core::mem::zeroed();
-        attr.size = core::mem::size_of::<bindings::sched_attr>() as u32;
-        attr.sched_policy = s.policy;
-        attr.sched_nice = bindings::task_nice(src);
-        if reset != 0 {
+        if (*t).sched_reset_on_fork() != 0 {
             attr.sched_flags |= u64::from(bindings::SCHED_FLAG_RESET_ON_FORK);
         }
-        if slice {
-            attr.sched_runtime = s.se.slice;
+        if (*t).se.custom_slice != 0 {
+            attr.sched_runtime = (*t).se.slice;
         }
         #[cfg(CONFIG_UCLAMP_TASK)]
         {
-            let min = &s.uclamp_req[bindings::uclamp_id_UCLAMP_MIN as usize];
-            let max = &s.uclamp_req[bindings::uclamp_id_UCLAMP_MAX as usize];
+            let min = &(*t).uclamp_req[bindings::uclamp_id_UCLAMP_MIN as usize];
+            let max = &(*t).uclamp_req[bindings::uclamp_id_UCLAMP_MAX as usize];
             if min.user_defined() != 0 {
                 attr.sched_flags |= u64::from(bindings::SCHED_FLAG_UTIL_CLAMP_MIN);
                 attr.sched_util_min = min.value();
@@ -964,58 +966,94 @@ unsafe fn move_sched(dst: *mut Task, src: *mut Task) {
                 attr.sched_util_max = max.value();
             }
         }
-        if bindings::sched_setattr_nocheck(dst, &attr) != 0 {
-            kernel::pr_warn_once!("cannot move the scheduling attributes\n");
+    }
+    attr
+}
+
+/// Returns whether `sched_setattr()` of `a` and of `b` sets the same attributes.
+fn same_sched_attr(a: &bindings::sched_attr, b: &bindings::sched_attr) -> bool {
+    a.sched_policy == b.sched_policy
+        && a.sched_nice == b.sched_nice
+        && a.sched_priority == b.sched_priority
+        && a.sched_flags == b.sched_flags
+        && a.sched_runtime == b.sched_runtime
+        && a.sched_util_min == b.sched_util_min
+        && a.sched_util_max == b.sched_util_max
+}
+
+/// Resets, with -1, the utilization clamps that `have` sets and `attr` does not: `sched_setattr()`
+/// of `attr` would leave them in place otherwise.
+#[cfg(CONFIG_UCLAMP_TASK)]
+fn reset_own_clamps(attr: &mut bindings::sched_attr, have: &bindings::sched_attr) {
+    for (flag, value) in [
+        (bindings::SCHED_FLAG_UTIL_CLAMP_MIN, &mut attr.sched_util_min),
+        (bindings::SCHED_FLAG_UTIL_CLAMP_MAX, &mut attr.sched_util_max),
+    ] {
+        let flag = u64::from(flag);
+        if have.sched_flags & flag != 0 && attr.sched_flags & flag == 0 {
+            attr.sched_flags |= flag;
+            *value = u32::MAX;
         }
     }
 }
 
-/// Returns whether the user requested utilization clamps of `s` and `d` are the same.
-#[cfg(CONFIG_UCLAMP_TASK)]
-fn same_uclamp(s: &Task, d: &Task) -> bool {
-    s.uclamp_req
-        .iter()
-        .zip(d.uclamp_req.iter())
-        .all(|(sc, dc)| {
-            sc.user_defined() == dc.user_defined()
-                && (sc.user_defined() == 0 || sc.value() == dc.value())
-        })
-}
-
 #[cfg(not(CONFIG_UCLAMP_TASK))]
-fn same_uclamp(_s: &Task, _d: &Task) -> bool {
-    true
-}
+fn reset_own_clamps(_attr: &mut bindings::sched_attr, _have: &bindings::sched_attr) {}
 
-/// Moves the user requested affinity (or the effective one, if none was requested) the way
-/// `sched_setaffinity()` sets it, with its locking: from the commit on the tid is `dst`'s, and a
-/// `sched_setaffinity()` through it may run concurrently. Not `cpus_ptr`, which a
-/// `migrate_disable()` of `src` narrows.
+/// Gives `dst` the scheduling attributes `want`, only calling into the scheduler when they
+/// differ from its own.
 ///
 /// # Safety
 ///
-/// `dst` must be `current`, `src` a task of its group.
-unsafe fn move_affinity(_dst: *mut Task, src: *mut Task) {
-    let Ok(mut mask) = CpumaskVar::new_zero(GFP_KERNEL) else {
-        kernel::pr_warn_once!("cannot move the CPU affinity\n");
-        return;
-    };
-    // SAFETY: `src` is valid; its `pi_lock` serializes with changes of its masks.
-    let lock = unsafe { addr_of_mut!((*src).pi_lock) };
+/// `dst` must be `current`.
+unsafe fn move_sched(dst: *mut Task, want: &bindings::sched_attr) {
+    // SAFETY: `dst` is valid; its `pi_lock` serializes with changes of its attributes (a setting
+    // through the tid a worker had before it was claimed may still land on it).
+    let lock = unsafe { addr_of_mut!((*dst).pi_lock) };
     // SAFETY: Paired with the unlock below; nothing in between sleeps.
     let flags = unsafe { bindings::raw_spin_lock_irqsave(lock) };
-    // SAFETY: Under `pi_lock`, the user mask, if any, stays allocated and both masks stable.
-    let from = unsafe {
-        let user = (*src).user_cpus_ptr;
-        if user.is_null() {
-            Cpumask::from_raw(addr_of!((*src).cpus_mask))
-        } else {
-            Cpumask::from_raw(user)
-        }
-    };
-    from.copy(&mut mask);
+    // SAFETY: `dst` is valid, its `pi_lock` held.
+    let have = unsafe { sched_attr_of(dst) };
     // SAFETY: Taken above.
     unsafe { bindings::raw_spin_unlock_irqrestore(lock, flags) };
+    if same_sched_attr(want, &have) {
+        return;
+    }
+    let mut attr = *want;
+    reset_own_clamps(&mut attr, &have);
+    // SAFETY: `dst` is `current`, `attr` a complete attribute set taken from a task.
+    if unsafe { bindings::sched_setattr_nocheck(dst, &attr) } != 0 {
+        kernel::pr_warn_once!("cannot move the scheduling attributes\n");
+    }
+}
+
+/// Gives `dst` the affinity `mask` the way `sched_setaffinity()` sets it, as the one the user
+/// requested, unless it has that one already (its requested mask, or its effective one if it has
+/// none).
+///
+/// # Safety
+///
+/// `dst` must be `current`.
+unsafe fn move_affinity(dst: *mut Task, mask: &Cpumask) {
+    // SAFETY: `dst` is valid; its `pi_lock` serializes with changes of its masks.
+    let lock = unsafe { addr_of_mut!((*dst).pi_lock) };
+    // SAFETY: Paired with the unlock below; nothing in between sleeps.
+    let flags = unsafe { bindings::raw_spin_lock_irqsave(lock) };
+    // SAFETY: Under `pi_lock` the user mask, if any, stays allocated and both masks stable.
+    let same = unsafe {
+        let user = (*dst).user_cpus_ptr;
+        let have = if user.is_null() {
+            addr_of!((*dst).cpus_mask)
+        } else {
+            user.cast_const()
+        };
+        bindings::cpumask_equal(have, mask.as_raw())
+    };
+    // SAFETY: Taken above.
+    unsafe { bindings::raw_spin_unlock_irqrestore(lock, flags) };
+    if same {
+        return;
+    }
     // SAFETY: `mask` is a valid cpumask; pid 0 is `current`, `dst`.
     if unsafe { bindings::sched_setaffinity(0, mask.as_raw()) } != 0 {
         kernel::pr_warn_once!("cannot move the CPU affinity\n");
@@ -1156,22 +1194,47 @@ unsafe fn bar_pi_waiters(t: *mut Task) -> Result<(), Refusal> {
     Ok(())
 }
 
-/// Undoes [`bar_pi_waiters`].
+/// Undoes [`bar_pi_waiters`]. With `th`, also takes `t`'s scheduling attributes and the
+/// affinity the user requested for it (the effective one if none was) into `th`, for
+/// [`thread_handoff_adopt`] to give the destination.
+///
+/// Called after the tid moved: taking `t`'s `pi_lock` then also orders the move before every
+/// later `pi_lock` section of `t`. A setting of the scheduling attributes or the affinity through
+/// the tid that lands on `t` is made under that lock (`task_rq_lock()`): if it comes before this
+/// section, it is in what is taken here; if it comes after it, it finds that the tid moved
+/// (`thread_handoff_moved()`) and is made again on the task that holds the tid, once that task
+/// adopted what is taken here (`thread_handoff_wait()`).
 ///
 /// # Safety
 ///
 /// `t` must be `current`, with interrupts off.
-unsafe fn allow_pi_waiters(t: *mut Task) {
+unsafe fn allow_pi_waiters(t: *mut Task, th: Option<&mut bindings::thread_handoff>) {
+    // SAFETY: `t` is valid; the lock is its own.
+    let lock = unsafe { addr_of_mut!((*t).pi_lock) };
+    // SAFETY: Interrupts are off, as for every `pi_lock` holder.
+    unsafe { bindings::raw_spin_lock(lock) };
     #[cfg(CONFIG_FUTEX)]
-    // SAFETY: `pi_lock` protects the futex state; interrupts are off.
+    // SAFETY: `pi_lock` protects the futex state.
     unsafe {
-        let lock = addr_of_mut!((*t).pi_lock);
-        bindings::raw_spin_lock(lock);
-        (*t).futex.state = bindings::FUTEX_STATE_OK;
-        bindings::raw_spin_unlock(lock);
+        (*t).futex.state = bindings::FUTEX_STATE_OK
+    };
+    if let Some(th) = th {
+        // SAFETY: `t` is valid, its `pi_lock` held.
+        th.sched = unsafe { sched_attr_of(t) };
+        // SAFETY: Under `pi_lock` the user mask, if any, stays allocated and both masks stable.
+        let from = unsafe {
+            let user = (*t).user_cpus_ptr;
+            if user.is_null() {
+                Cpumask::from_raw(addr_of!((*t).cpus_mask))
+            } else {
+                Cpumask::from_raw(user)
+            }
+        };
+        // SAFETY: `th.user_mask` is a valid cpumask, only borrowed here.
+        from.copy(unsafe { Cpumask::from_raw_mut(&mut th.user_mask) });
     }
-    #[cfg(not(CONFIG_FUTEX))]
-    let _ = t;
+    // SAFETY: Taken above.
+    unsafe { bindings::raw_spin_unlock(lock) };
 }
 
 /// Drops the locks [`begin`] took.
@@ -1213,7 +1276,7 @@ unsafe fn unlock_tasks(src: *mut Task, leader: bool) {
 unsafe fn abort(src: *mut Task, th: &mut bindings::thread_handoff) {
     // SAFETY: `src` is `current`, interrupts are off, and the locks are held.
     unsafe {
-        allow_pi_waiters(src);
+        allow_pi_waiters(src, None);
         unlock(src, th.leader);
     }
 }
@@ -1221,7 +1284,8 @@ unsafe fn abort(src: *mut Task, th: &mut bindings::thread_handoff) {
 /// Moves what names the thread from `src`, `current`, to `dst`, in the critical section
 /// [`begin`] opened, and closes it: the tid with leadership and children, the signal state, the
 /// credentials, futex ownership, the attributes read through the tid and the accounting. Then
-/// drops `dst`'s `pi_lock`, which the claimer took.
+/// drops `dst`'s `pi_lock`, which the claimer took, and takes `src`'s scheduling attributes and
+/// affinity into `th` for [`thread_handoff_adopt`].
 ///
 /// Everything that looks the thread up by tid, pidfd or `/proc` and then acts under
 /// `tasklist_lock` or the siglock finds `dst` from here on: ptrace attach, signals, exit and
@@ -1243,6 +1307,11 @@ unsafe fn commit(dst: *mut Task, src: *mut Task, th: &mut bindings::thread_hando
         // Under `stats_lock`, taken in [`begin`]: readers of the process wide sums retry rather
         // than see the sums change or miss a thread on the reordered thread list.
         acct_move(dst, src, (*src).signal);
+        // Settings through the tid wait for `dst` until it adopted the scheduling attributes and
+        // the affinity ([`thread_handoff_adopt`], `thread_handoff_wait()`). Set before the tid
+        // moves: a lookup that finds `dst` through the tid (the pid links are published with
+        // release) sees it.
+        bindings::set_bit(HANDOFF_MOVING, addr_of_mut!((*dst).atomic_flags));
         exchange(dst, src, th.leader);
         move_creds(dst, src);
         move_futex(dst, src);
@@ -1254,12 +1323,27 @@ unsafe fn commit(dst: *mut Task, src: *mut Task, th: &mut bindings::thread_hando
         // The tid is `dst`'s: a PI futex waiter that looked up `src` before the exchange and
         // locks it now finds another tid and looks the owner up again (attach_to_pi_owner()).
         // Until now it found `src` exiting and retried.
-        allow_pi_waiters(src);
+        allow_pi_waiters(src, Some(&mut *th));
         // `src` is left with a worker's mask and nothing pending: don't let a stale
         // TIF_SIGPENDING cut its sleep short. Needs the siglock, held.
         bindings::recalc_sigpending();
         unlock(src, th.leader);
     }
+}
+
+/// Wakes the settings through the tid that wait for `t` to be done moving
+/// (`thread_handoff_wait()`), once `PFA_HANDOFF_MOVING` is clear.
+///
+/// # Safety
+///
+/// `t` must be valid.
+unsafe fn wake_settings(t: *mut Task) {
+    // The bit is clear before a waiter is looked for: pairs with the barrier of the waiter's
+    // prepare_to_wait_event() (wait_var_event()).
+    // SAFETY: A full memory barrier has no preconditions.
+    unsafe { bindings::smp_mb() };
+    // SAFETY: `t` is valid; the address is only a key for the wait queue.
+    unsafe { bindings::wake_up_var(addr_of_mut!((*t).atomic_flags).cast()) };
 }
 
 /// Moves the rest of the identity of `src` to `dst`, which is `current` and got the tid from it
@@ -1276,13 +1360,43 @@ unsafe fn finish(dst: *mut Task, src: *mut Task) -> c_int {
         move_mempolicy(dst, src);
         move_cgroup(dst, src);
         move_ioprio(dst, src);
-        move_sched(dst, src);
-        move_affinity(dst, src);
         move_comm(dst, src);
         // Leadership moved with the tid if `dst`, a worker until it was handed the identity,
         // leads now. Stable: only a handoff or exec by `dst` itself changes that now.
         bindings::arch_thread_handoff_finish(src, is_leader(dst))
     }
+}
+
+/// Gives `current`, which took a thread's tid in [`commit`], the scheduling attributes and the
+/// affinity the thread had then, taken into `th`, and lets the settings through the tid that
+/// wait for that go ahead. Called by the destination first thing, before anything that may
+/// block: they wait for it (`thread_handoff_wait()`).
+///
+/// # Safety
+///
+/// `th` must be the state of the handoff that gave `current` its tid, which only the task that
+/// holds the tid writes (in its own handoff): `current` from now on.
+#[export]
+pub unsafe extern "C" fn thread_handoff_adopt(th: *const bindings::thread_handoff) {
+    // SAFETY: `get_current()` has no preconditions.
+    let cur = unsafe { bindings::get_current() };
+    // SAFETY: Per the contract `th` is valid, and the claimer's writes are visible: the claimed
+    // worker waits for the claimer's release in `io_wq_handoff_commit()`, after the commit, with
+    // acquire (`io_wq_worker_promoted()`).
+    let th = unsafe { &*th };
+    // SAFETY: `cur` is `current`.
+    unsafe { move_sched(cur, &th.sched) };
+    // SAFETY: `cur` is `current`; `th.user_mask` is a valid cpumask for as long as `th` is
+    // borrowed.
+    unsafe { move_affinity(cur, Cpumask::from_raw(&th.user_mask)) };
+    // The settings that wait take the `pi_lock` and the run queue lock of `cur`, as the moves
+    // above did; the barrier orders those before the bit.
+    // SAFETY: A full memory barrier has no preconditions.
+    unsafe { bindings::smp_mb() };
+    // SAFETY: `cur` is valid; the bit is an atomic one of its own.
+    unsafe { bindings::clear_bit(HANDOFF_MOVING, addr_of_mut!((*cur).atomic_flags)) };
+    // SAFETY: `cur` is valid.
+    unsafe { wake_settings(cur) };
 }
 
 /// Returns whether the identity of `src`, which must be `current`, may be handed off.
@@ -1441,6 +1555,55 @@ mod tests {
     /// neither.
     unsafe extern "C" fn never_runs(_data: *mut c_void) -> c_int {
         0
+    }
+
+    /// Gives a sleeper the attributes `attr`, reads them back with [`sched_attr_of`] and gives
+    /// those to another sleeper, as [`move_sched`] does. Returns what the two reads gave and the
+    /// results of both `sched_setattr_nocheck()` calls.
+    fn sched_round_trip(
+        attr: &bindings::sched_attr,
+    ) -> Result<(bindings::sched_attr, bindings::sched_attr, c_int, c_int)> {
+        let src = Sleeper::new(c"th_sched_src")?;
+        let dst = Sleeper::new(c"th_sched_dst")?;
+        // SAFETY: `src.0` is a live task; `attr` is a complete attribute set.
+        let set = unsafe { bindings::sched_setattr_nocheck(src.0, attr) };
+        // SAFETY: `src.0` is a live task, pinned by its `pi_lock` for the read.
+        let want = unsafe { pinned(src.0, || sched_attr_of(src.0)) };
+        // SAFETY: `dst.0` is a live task; `want` was read from a task.
+        let moved = unsafe { bindings::sched_setattr_nocheck(dst.0, &want) };
+        // SAFETY: `dst.0` is a live task, pinned by its `pi_lock` for the read.
+        let have = unsafe { pinned(dst.0, || sched_attr_of(dst.0)) };
+        Ok((want, have, set, moved))
+    }
+
+    /// [`sched_attr_of`] reads a complete attribute set: `sched_setattr()` of it gives another
+    /// task the same attributes, the priority of a real-time policy included (without it,
+    /// `sched_setattr()` refuses the policy), and [`same_sched_attr`] tells the sets apart.
+    #[test]
+    fn sched_attributes_move_whole() -> Result {
+        // SAFETY: An all-zero `sched_attr` is valid.
+        let mut rt: bindings::sched_attr = unsafe { core::mem::zeroed() };
+        rt.size = core::mem::size_of::<bindings::sched_attr>() as u32;
+        rt.sched_policy = bindings::SCHED_FIFO;
+        rt.sched_priority = 7;
+        let mut fair = rt;
+        fair.sched_policy = bindings::SCHED_BATCH;
+        fair.sched_priority = 0;
+        fair.sched_nice = 5;
+        fair.sched_flags = u64::from(bindings::SCHED_FLAG_RESET_ON_FORK);
+
+        let (rt_want, rt_have, rt_set, rt_moved) = sched_round_trip(&rt)?;
+        let (fair_want, fair_have, fair_set, fair_moved) = sched_round_trip(&fair)?;
+        assert_eq!((rt_set, rt_moved), (0, 0));
+        assert_eq!((fair_set, fair_moved), (0, 0));
+        assert_eq!(rt_want.sched_policy, bindings::SCHED_FIFO);
+        assert_eq!(rt_want.sched_priority, 7);
+        assert_eq!(fair_want.sched_policy, bindings::SCHED_BATCH);
+        assert_eq!(fair_want.sched_nice, 5);
+        assert!(same_sched_attr(&rt_want, &rt_have));
+        assert!(same_sched_attr(&fair_want, &fair_have));
+        assert!(!same_sched_attr(&rt_want, &fair_want));
+        Ok(())
     }
 
     /// A kernel thread that is created and never woken.

@@ -17,6 +17,7 @@
  *      pinned under D->pi_lock
  *   S: thread_handoff_commit(D, &th)        move what names the thread
  *      or thread_handoff_abort(&th)         no D: give everything back
+ *   D: thread_handoff_adopt(&th)            scheduling attributes, affinity
  *   D: thread_handoff_finish(S)             move the rest, S is parked
  *
  * thread_handoff_commit() moves, in one critical section under
@@ -24,9 +25,10 @@
  * through: its tid (and with it leadership, children, /proc and pidfds),
  * signal state, credentials, futex ownership, the robust list and the
  * accounting read through the tid. From then on whatever names the thread
- * finds D. What only the thread itself uses moves later, in
- * thread_handoff_finish(): registers, rseq, scheduling attributes, affinity,
- * cgroup, I/O priority, memory policy and comm.
+ * finds D. It also takes the source's scheduling attributes and affinity
+ * into @th, which D adopts before anything else. What only the thread itself
+ * uses moves later, in thread_handoff_finish(): registers, rseq, cgroup, I/O
+ * priority, memory policy and comm.
  *
  * The source side runs from the scheduler's pre-sleep hook: it must not
  * sleep and must not fail other than by returning false. The
@@ -35,7 +37,11 @@
 #ifndef _LINUX_THREAD_HANDOFF_H
 #define _LINUX_THREAD_HANDOFF_H
 
+#include <linux/cpumask.h>
+#include <linux/rcupdate.h>
 #include <linux/sched.h>
+#include <linux/wait_bit.h>
+#include <uapi/linux/sched/types.h>
 
 /*
  * Per-thread accounting that follows the tid, so its counters stay monotonic:
@@ -57,7 +63,28 @@ struct thread_handoff_acct {
 struct thread_handoff {
 	/* the source led its group: the threadgroup exclusion is held */
 	bool leader;
+	/*
+	 * Taken from the source by thread_handoff_commit(), for
+	 * thread_handoff_adopt(): its scheduling attributes, and the CPU
+	 * affinity the user requested (the effective one if none was).
+	 */
+	struct sched_attr sched;
+	struct cpumask user_mask;
 };
+
+/*
+ * A task_struct::atomic_flags bit, next to the PFA_* ones of sched.h (the
+ * first one free after them): set on a task from the commit that gave it a
+ * tid until it adopted the thread's scheduling attributes and affinity.
+ * Never inherited: such a task does not fork before it adopted them.
+ */
+#define PFA_HANDOFF_MOVING	8
+
+static inline bool task_handoff_moving(struct task_struct *p)
+{
+	return IS_ENABLED(CONFIG_THREAD_HANDOFF) &&
+	       test_bit(PFA_HANDOFF_MOVING, &p->atomic_flags);
+}
 
 #ifdef CONFIG_THREAD_HANDOFF
 bool thread_handoff_allowed(struct task_struct *src);
@@ -66,6 +93,7 @@ bool thread_handoff_prepare(void);
 bool thread_handoff_begin(struct thread_handoff *th);
 void thread_handoff_abort(struct thread_handoff *th);
 void thread_handoff_commit(struct task_struct *dst, struct thread_handoff *th);
+void thread_handoff_adopt(const struct thread_handoff *th);
 int thread_handoff_finish(struct task_struct *src);
 
 /* scheduler side, kernel/sched/core.c */
@@ -87,6 +115,44 @@ bool arch_thread_handoff_compatible(struct task_struct *src,
 				    struct task_struct *dst);
 bool arch_thread_handoff_prepare(void);
 int arch_thread_handoff_finish(struct task_struct *src, bool leader);
+
+/*
+ * Settings made through a tid while its identity moves. The destination of
+ * a handoff holds the tid from thread_handoff_commit() on, but has the
+ * scheduling attributes and the CPU affinity of the thread only once it ran
+ * thread_handoff_adopt(), the first thing it does (no blocking work in
+ * between); PFA_HANDOFF_MOVING is set on it until then. Whatever sets these
+ * through a tid calls thread_handoff_wait() on the task it found before it
+ * acts, so that the adoption does not overwrite its setting, and
+ * thread_handoff_moved() after it acted: true means that the task gave the
+ * tid away meanwhile (the setting landed on a task that a handoff demoted),
+ * and the setting must be made again on the task the tid names now. A
+ * setting made on the source before the commit is not lost: it is made under
+ * the source's pi_lock, which the commit takes after the tid moved to take
+ * the attributes the destination adopts.
+ */
+static inline int thread_handoff_wait(struct task_struct *p)
+{
+	if (p == current)
+		return 0;
+	return wait_var_event_killable(&p->atomic_flags,
+				       !task_handoff_moving(p));
+}
+
+static inline bool thread_handoff_moved(struct task_struct *p, pid_t nr)
+{
+	struct task_struct *q;
+	bool moved;
+
+	if (!nr || p == current)
+		return false;
+	rcu_read_lock();
+	q = find_task_by_vpid(nr);
+	/* a thread that exited since: what was done stands */
+	moved = q && q != p;
+	rcu_read_unlock();
+	return moved || task_handoff_moving(p);
+}
 #else
 static inline bool thread_handoff_allowed(struct task_struct *src)
 {
@@ -118,9 +184,23 @@ static inline void thread_handoff_commit(struct task_struct *dst,
 {
 }
 
+static inline void thread_handoff_adopt(const struct thread_handoff *th)
+{
+}
+
 static inline int thread_handoff_finish(struct task_struct *src)
 {
 	return -EOPNOTSUPP;
+}
+
+static inline int thread_handoff_wait(struct task_struct *p)
+{
+	return 0;
+}
+
+static inline bool thread_handoff_moved(struct task_struct *p, pid_t nr)
+{
+	return false;
 }
 #endif /* CONFIG_THREAD_HANDOFF */
 
