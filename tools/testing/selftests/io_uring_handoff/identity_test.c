@@ -2207,6 +2207,219 @@ TEST_F_TIMEOUT(identity, cputime_races_handoffs, 120)
 	ASSERT_EQ(CHILD_OK, WEXITSTATUS(status));
 }
 
+/*
+ * What the setter set through the tid last. @seq is odd while it sets, and
+ * counts the settings done; @checked counts the submitter's checks.
+ */
+struct sched_race {
+	struct race *rc;
+	unsigned long seq, checked;
+	int nice, policy;
+	cpu_set_t mask;
+};
+
+static struct sched_race sched_race;
+
+static const char *policy_name(int policy)
+{
+	return policy == SCHED_BATCH ? "SCHED_BATCH" :
+	       policy == SCHED_OTHER ? "SCHED_OTHER" : "another policy";
+}
+
+/*
+ * The submitter's side, after each of its submissions: its own attributes
+ * must be the ones set last, unless a setting is in progress.
+ */
+static void sched_race_check(struct race *rc)
+{
+	struct sched_race *sr = &sched_race;
+	unsigned long seq = __atomic_load_n(&sr->seq, __ATOMIC_ACQUIRE);
+	int nice, policy, want_nice, want_policy;
+	cpu_set_t now, want_mask;
+
+	if (seq % 2 || !seq)
+		return;
+	errno = 0;
+	nice = getpriority(PRIO_PROCESS, 0);
+	if (nice == -1 && errno) {
+		RACE_FAIL(rc, "getpriority: %s", strerror(errno));
+		return;
+	}
+	policy = sched_getscheduler(0);
+	if (sched_getaffinity(0, sizeof(now), &now)) {
+		RACE_FAIL(rc, "sched_getaffinity: %s", strerror(errno));
+		return;
+	}
+	want_nice = sr->nice;
+	want_policy = sr->policy;
+	want_mask = sr->mask;
+	__atomic_thread_fence(__ATOMIC_ACQUIRE);
+	if (__atomic_load_n(&sr->seq, __ATOMIC_RELAXED) != seq)
+		return;
+	if (nice != want_nice)
+		RACE_FAIL(rc, "setting %lu: nice %d set through tid %d, the thread has %d",
+			  seq / 2, want_nice, sys_gettid(), nice);
+	if (policy != want_policy)
+		RACE_FAIL(rc, "setting %lu: %s set through tid %d, the thread has %s",
+			  seq / 2, policy_name(want_policy), sys_gettid(),
+			  policy_name(policy));
+	if (!CPU_EQUAL(&now, &want_mask))
+		RACE_FAIL(rc, "setting %lu: affinity of %d CPU(s) set through tid %d, the thread has %d",
+			  seq / 2, CPU_COUNT(&want_mask), sys_gettid(),
+			  CPU_COUNT(&now));
+	sr->checked++;
+}
+
+#define LONG_STATX	64	/* statx requests after the blocking fsync */
+
+/*
+ * The submitter's side of sched_setters_race_handoffs: like race_fsyncs(),
+ * but each io_uring_enter() submits a blocking fsync followed by
+ * LONG_STATX statx requests, which the promoted worker issues (inline, they
+ * don't block) before the submission ends: the tid is the worker's for a
+ * while before it returns to userspace. After each, sched_race_check().
+ */
+static void race_long_submissions(struct __test_metadata *_metadata,
+				  struct scratch_files *sf, struct race *rc)
+{
+	struct ring_file rf;
+	struct hstat a, b;
+	struct statx stx;
+	struct iou big;
+
+	rf_open(_metadata, sf, &rf);
+	ASSERT_EQ(0, iou_init(&big, 2 * LONG_STATX, 0));
+	qd1_nop(_metadata, &big, 1);
+	rc->ringfd = big.fd;
+	__atomic_store_n(&rc->tid, sys_gettid(), __ATOMIC_RELEASE);
+	ASSERT_EQ(0, read_hstat(big.fd, &a));
+	while (!race_stopped(rc)) {
+		struct io_uring_sqe *sqe;
+		struct io_uring_cqe cqe;
+		int i, done;
+
+		fill(rf.buf, BLOCK_LEN, rc->fsyncs + 1);
+		ASSERT_EQ(0, write_file(rf.fd, rf.buf, BLOCK_LEN));
+		sqe = iou_sqe(&big);
+		ASSERT_NE(NULL, sqe);
+		iou_prep(sqe, IORING_OP_FSYNC, rf.fd, NULL, 0, 0, 0xf5);
+		for (i = 0; i < LONG_STATX; i++) {
+			sqe = iou_sqe(&big);
+			ASSERT_NE(NULL, sqe);
+			iou_prep(sqe, IORING_OP_STATX, AT_FDCWD, rf.path,
+				 STATX_BASIC_STATS, (unsigned long)&stx, 0x57);
+		}
+		ASSERT_EQ(LONG_STATX + 1, iou_submit(&big, LONG_STATX + 1));
+		for (done = 0; done < LONG_STATX + 1; done++) {
+			ASSERT_EQ(0, iou_wait_cqe(&big, &cqe));
+			ASSERT_EQ(0, cqe.res)
+				TH_LOG("request %llu: %s",
+				       (unsigned long long)cqe.user_data,
+				       strerror(-cqe.res));
+		}
+		__atomic_add_fetch(&rc->fsyncs, 1, __ATOMIC_RELAXED);
+		sched_race_check(rc);
+	}
+	ASSERT_EQ(0, read_hstat(big.fd, &b));
+	rc->handoffs = b.handoffs - a.handoffs;
+	iou_exit(&big);
+	rf_close(&rf);
+}
+
+static void *race_sched_setters(void *arg)
+{
+	struct sched_race *sr = arg;
+	struct race *rc = sr->rc;
+	struct sched_param sp = { .sched_priority = 0 };
+	cpu_set_t all, one;
+	pid_t tid;
+	long end;
+	int cpu;
+
+	tid = race_wait_tid(rc);
+	if (!tid) {
+		RACE_FAIL(rc, "the submitter did not start");
+		return NULL;
+	}
+	if (sched_getaffinity(tid, sizeof(all), &all)) {
+		RACE_FAIL(rc, "sched_getaffinity: %s", strerror(errno));
+		return NULL;
+	}
+	CPU_ZERO(&one);
+	for (cpu = CPU_SETSIZE - 1; cpu >= 0; cpu--)
+		if (CPU_ISSET(cpu, &all))
+			break;
+	CPU_SET(cpu, &one);
+	end = now_ms() + RACE_SECS * 1000;
+	while (now_ms() < end && !rc->line) {
+		unsigned long n = rc->acts + 1;
+		/* each setting changes all three: 1..10, a policy, a mask */
+		int nice = 1 + n % 10;
+		int policy = n % 2 ? SCHED_BATCH : SCHED_OTHER;
+		cpu_set_t *mask = n % 2 && CPU_COUNT(&all) > 1 ? &one : &all;
+
+		__atomic_store_n(&sr->seq, 2 * n - 1, __ATOMIC_SEQ_CST);
+		if (setpriority(PRIO_PROCESS, tid, nice)) {
+			RACE_FAIL(rc, "setpriority(%d): %s", tid, strerror(errno));
+			break;
+		}
+		if (sched_setscheduler(tid, policy, &sp)) {
+			RACE_FAIL(rc, "sched_setscheduler(%d): %s", tid,
+				  strerror(errno));
+			break;
+		}
+		if (sched_setaffinity(tid, sizeof(*mask), mask)) {
+			RACE_FAIL(rc, "sched_setaffinity(%d): %s", tid,
+				  strerror(errno));
+			break;
+		}
+		sr->nice = nice;
+		sr->policy = policy;
+		sr->mask = *mask;
+		rc->acts = n;
+		__atomic_store_n(&sr->seq, 2 * n, __ATOMIC_RELEASE);
+		usleep(rand() % 200);
+	}
+	__atomic_store_n(&rc->stop, 1, __ATOMIC_RELEASE);
+	return NULL;
+}
+
+/*
+ * Scheduling attributes set through the tid: another thread sets the
+ * submitter's nice value (setpriority()), policy (sched_setscheduler()) and
+ * CPU affinity (sched_setaffinity()) by its tid, over and over, while the
+ * submitter hands off in submissions that go on after the handoff (see
+ * race_long_submissions()). Whenever no setting is in progress, the
+ * submitter, between two of its submissions, must have what was set last:
+ * a setting must not land on a task a handoff demoted, nor be overwritten
+ * by the move of the attributes the submitter had.
+ */
+TEST_F_TIMEOUT(identity, sched_setters_race_handoffs, 120)
+{
+	struct race *rc = race_map(_metadata);
+	pid_t child;
+	int status;
+
+	child = fork();
+	ASSERT_LE(0, child);
+	if (!child) {
+		pthread_t t;
+
+		sched_race.rc = rc;
+		ASSERT_EQ(0, pthread_create(&t, NULL, race_sched_setters,
+					    &sched_race));
+		race_long_submissions(_metadata, &self->files, rc);
+		pthread_join(t, NULL);
+		TH_LOG("%lu checks of the settings", sched_race.checked);
+		ASSERT_LT(0UL, sched_race.checked);
+		_exit(child_status(_metadata));
+	}
+	ASSERT_EQ(child, waitpid(child, &status, 0));
+	race_report(_metadata, rc, variant->sysctl, "settings");
+	ASSERT_TRUE(WIFEXITED(status)) TH_LOG("status %#x", status);
+	ASSERT_EQ(CHILD_OK, WEXITSTATUS(status));
+}
+
 static void *race_max_workers(void *arg)
 {
 	struct race *rc = arg;
