@@ -986,8 +986,14 @@ fn same_sched_attr(a: &bindings::sched_attr, b: &bindings::sched_attr) -> bool {
 #[cfg(CONFIG_UCLAMP_TASK)]
 fn reset_own_clamps(attr: &mut bindings::sched_attr, have: &bindings::sched_attr) {
     for (flag, value) in [
-        (bindings::SCHED_FLAG_UTIL_CLAMP_MIN, &mut attr.sched_util_min),
-        (bindings::SCHED_FLAG_UTIL_CLAMP_MAX, &mut attr.sched_util_max),
+        (
+            bindings::SCHED_FLAG_UTIL_CLAMP_MIN,
+            &mut attr.sched_util_min,
+        ),
+        (
+            bindings::SCHED_FLAG_UTIL_CLAMP_MAX,
+            &mut attr.sched_util_max,
+        ),
     ] {
         let flag = u64::from(flag);
         if have.sched_flags & flag != 0 && attr.sched_flags & flag == 0 {
