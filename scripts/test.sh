@@ -50,7 +50,10 @@ args="KSFT=$KS LIBURING=$LIBURING NOALARM=$CACHE/liburing/no-alarm.so"
 set +e
 # The handoff tracepoints are on from boot, so the tests that look at them
 # don't live-patch kernel text while other vCPUs run (see vm.sh).
-VM_TIMEOUT=${TEST_TIMEOUT:-3600} bash "$REPO/scripts/vm.sh" --disk \
+# TEST_TIMEOUT: the whole guest run. Under TCG on a slow host a full run
+# (kselftests and both liburing passes) took over 60 minutes (2026-12-02:
+# 10 minutes of kselftests, then 24 per liburing pass).
+VM_TIMEOUT=${TEST_TIMEOUT:-4800} bash "$REPO/scripts/vm.sh" --disk \
 	--append "trace_event=io_uring:io_uring_handoff,io_uring:io_uring_handoff_resume" \
 	-- "$args bash $snap/scripts/guest/test.sh"
 vmrc=$?
