@@ -1033,6 +1033,24 @@ unsafe fn move_sched(dst: *mut Task, want: &bindings::sched_attr) {
     }
 }
 
+/// Returns the affinity the user requested for `t`, or its effective one if none was requested.
+///
+/// # Safety
+///
+/// `t` must be valid, with its `pi_lock` held for as long as the result is used: under it the user
+/// mask, if any, stays allocated and both masks stable.
+unsafe fn requested_cpus<'a>(t: *mut Task) -> &'a Cpumask {
+    // SAFETY: `t` is valid.
+    let user = unsafe { (*t).user_cpus_ptr };
+    if user.is_null() {
+        // SAFETY: `t` is valid, its mask stable under its `pi_lock`.
+        unsafe { Cpumask::from_raw(addr_of!((*t).cpus_mask)) }
+    } else {
+        // SAFETY: The user mask stays allocated under `t`'s `pi_lock`.
+        unsafe { Cpumask::from_raw(user) }
+    }
+}
+
 /// Gives `dst` the affinity `mask` the way `sched_setaffinity()` sets it, as the one the user
 /// requested, unless it has that one already (its requested mask, or its effective one if it has
 /// none).
@@ -1045,16 +1063,10 @@ unsafe fn move_affinity(dst: *mut Task, mask: &Cpumask) {
     let lock = unsafe { addr_of_mut!((*dst).pi_lock) };
     // SAFETY: Paired with the unlock below; nothing in between sleeps.
     let flags = unsafe { bindings::raw_spin_lock_irqsave(lock) };
-    // SAFETY: Under `pi_lock` the user mask, if any, stays allocated and both masks stable.
-    let same = unsafe {
-        let user = (*dst).user_cpus_ptr;
-        let have = if user.is_null() {
-            addr_of!((*dst).cpus_mask)
-        } else {
-            user.cast_const()
-        };
-        bindings::cpumask_equal(have, mask.as_raw())
-    };
+    // SAFETY: `dst` is valid, its `pi_lock` held while the mask is compared.
+    let have = unsafe { requested_cpus(dst) };
+    // SAFETY: Both masks are valid cpumasks.
+    let same = unsafe { bindings::cpumask_equal(have.as_raw(), mask.as_raw()) };
     // SAFETY: Taken above.
     unsafe { bindings::raw_spin_unlock_irqrestore(lock, flags) };
     if same {
@@ -1227,15 +1239,8 @@ unsafe fn allow_pi_waiters(t: *mut Task, th: Option<&mut bindings::thread_handof
     if let Some(th) = th {
         // SAFETY: `t` is valid, its `pi_lock` held.
         th.sched = unsafe { sched_attr_of(t) };
-        // SAFETY: Under `pi_lock` the user mask, if any, stays allocated and both masks stable.
-        let from = unsafe {
-            let user = (*t).user_cpus_ptr;
-            if user.is_null() {
-                Cpumask::from_raw(addr_of!((*t).cpus_mask))
-            } else {
-                Cpumask::from_raw(user)
-            }
-        };
+        // SAFETY: `t` is valid, its `pi_lock` held while the mask is copied.
+        let from = unsafe { requested_cpus(t) };
         // SAFETY: `th.user_mask` is a valid cpumask, only borrowed here.
         from.copy(unsafe { Cpumask::from_raw_mut(&mut th.user_mask) });
     }
