@@ -101,6 +101,15 @@
 #define T_IOPRIO_CLASS_BE	2
 #define T_IOPRIO_VALUE(class, data)	(((class) << 13) | (data))
 
+/* The clone delay knob (CONFIG_THREAD_HANDOFF_CLONE_DELAY) */
+#define DEBUGFS		"/sys/kernel/debug"
+#define CLONE_DELAY_DIR	DEBUGFS "/thread_handoff"
+#define CLONE_DELAY_TID	CLONE_DELAY_DIR "/clone_delay_tid"
+#define CLONE_DELAY_MS	CLONE_DELAY_DIR "/clone_delay_ms"
+#define CLONE_DELAY_STATE CLONE_DELAY_DIR "/clone_delay_state"
+#define CLONE_WINDOW_MS	3000
+#define CLONE_WINDOW_STR "3000"
+
 /* Scratch files for the teardown to remove */
 struct scratch_files {
 	int nr;
@@ -121,6 +130,7 @@ FIXTURE(identity) {
 	struct scratch_cgroup cg;
 	char core_pattern[256];	/* to restore, "" if unchanged */
 	bool pm_test;		/* /sys/power/pm_test to set back to none */
+	bool clone_delay;	/* the clone delay knob to disarm */
 };
 
 FIXTURE_VARIANT(identity) {
@@ -192,9 +202,18 @@ FIXTURE_TEARDOWN_PARENT(identity)
 		EXPECT_EQ(0, write_str(CORE_PATTERN, self->core_pattern));
 	if (self->pm_test)
 		EXPECT_EQ(0, write_str("/sys/power/pm_test", "none"));
-	for (i = 0; i < self->files.nr && i < MAX_FILES; i++)
-		if (self->files.path[i][0])
-			unlink(self->files.path[i]);
+	if (self->clone_delay)
+		write_str(CLONE_DELAY_TID, "0");
+	for (i = 0; i < self->files.nr && i < MAX_FILES; i++) {
+		char fifo[PATH_MAX + 8];
+
+		if (!self->files.path[i][0])
+			continue;
+		unlink(self->files.path[i]);
+		/* the FIFO of fifo_open_blocked(), if the case failed */
+		snprintf(fifo, sizeof(fifo), "%s.fifo", self->files.path[i]);
+		unlink(fifo);
+	}
 	if (self->cg.thr[0])
 		cg_rmdir(_metadata, self->cg.thr);
 	if (self->cg.dom[0]) {
@@ -2885,6 +2904,146 @@ TEST_F_TIMEOUT(identity, exec_cancels_handoff, 120)
 	}
 	close(pfd[0]);
 	reap(_metadata, child, 0);
+}
+
+
+/* A thread cloned while its group leader hands off, and what it saw */
+struct clone_race {
+	int armed;		/* 1 once the delay is armed, -errno if not */
+	int created;		/* pthread_create()'s result */
+	long clone_ms;		/* how long the clone took */
+	pid_t pid;		/* getpid() of the new thread */
+	int pgid_ret;		/* its setpgid(0, 0), 0 or -errno */
+	pid_t pgid;		/* getpgid(0) after it */
+};
+
+static void *clone_new_thread(void *arg)
+{
+	struct clone_race *cr = arg;
+
+	cr->pid = getpid();
+	cr->pgid_ret = setpgid(0, 0) ? -errno : 0;
+	cr->pgid = getpgid(0);
+	return NULL;
+}
+
+/* Arm the delay for this thread's next clone, then clone */
+static void *clone_in_window(void *arg)
+{
+	struct clone_race *cr = arg;
+	char tid[16];
+	pthread_t n;
+	long t0;
+	int err;
+
+	snprintf(tid, sizeof(tid), "%d", sys_gettid());
+	err = write_str(CLONE_DELAY_TID, tid);
+	__atomic_store_n(&cr->armed, err ? err : 1, __ATOMIC_RELEASE);
+	if (err)
+		return NULL;
+	t0 = now_ms();
+	cr->created = pthread_create(&n, NULL, clone_new_thread, cr);
+	cr->clone_ms = now_ms() - t0;
+	if (!cr->created)
+		pthread_join(n, NULL);
+	return NULL;
+}
+
+/* clone_delay_state: 0 armed or idle, 1 a clone sleeps in the window, 2 it woke */
+static int clone_delay_state(void)
+{
+	char buf[16] = "";
+
+	if (read_small(CLONE_DELAY_STATE, buf, sizeof(buf)) <= 0)
+		return -1;
+	return atoi(buf);
+}
+
+/*
+ * Item 1: clone(CLONE_THREAD) reads the group leader before it takes
+ * tasklist_lock, and a handoff of the leader in between moves leadership
+ * only for the threads already on the thread list. The new thread must
+ * still get the leader of its group, the task that holds the tgid: its
+ * setpgid(0, 0) (the process's pid, checked against the caller's leader)
+ * must succeed. Before the fix the new thread kept the demoted task as its
+ * leader and setpgid() failed with -ESRCH (and a use after free in rlimit
+ * locking, a wrong release_task() and de_thread()'s BUG_ON on exec were
+ * next). Userspace cannot hold a clone in that window: the debugfs knob of
+ * CONFIG_THREAD_HANDOFF_CLONE_DELAY makes the next clone of one thread
+ * sleep there for CLONE_WINDOW_MS, and the leader hands off in a FIFO open
+ * while the knob says that the clone still sleeps.
+ */
+TEST_F_TIMEOUT(identity, clone_races_leader_handoff, 120)
+{
+	struct statfs sfs;
+	pid_t child;
+	int err;
+
+	if (statfs(DEBUGFS, &sfs) || sfs.f_type != DEBUGFS_MAGIC)
+		mount("debugfs", DEBUGFS, "debugfs", 0, NULL);
+	if (access(CLONE_DELAY_TID, F_OK))
+		SKIP(return, "no " CLONE_DELAY_TID
+		     " (CONFIG_THREAD_HANDOFF_CLONE_DELAY off or no debugfs)");
+	self->clone_delay = true;
+	err = write_str(CLONE_DELAY_MS, CLONE_WINDOW_STR);
+	if (err == -EPERM || err == -EACCES)
+		SKIP(return, "debugfs is not writable (lockdown?)");
+	ASSERT_EQ(0, err);
+	ASSERT_EQ(0, write_str(CLONE_DELAY_STATE, "0"));
+	child = fork();
+	ASSERT_LE(0, child);
+	if (!child) {
+		struct clone_race cr = { .created = -1, .pgid_ret = 1 };
+		int armed = 0, state = -1, state_after;
+		struct io_uring_cqe cqe;
+		char fifo[PATH_MAX];
+		struct ring_file rf;
+		unsigned long handed;
+		pthread_t t;
+		long t0;
+
+		/* setpgid() takes it out of the harness's process group */
+		ASSERT_EQ(0, prctl(PR_SET_PDEATHSIG, SIGKILL));
+		rf_open(_metadata, &self->files, &rf);
+		prewarm(_metadata, variant->sysctl, &rf);
+		ASSERT_EQ(getpid(), sys_gettid());
+		ASSERT_EQ(0, pthread_create(&t, NULL, clone_in_window, &cr));
+		t0 = now_ms();
+		while (now_ms() - t0 < 5000) {
+			armed = __atomic_load_n(&cr.armed, __ATOMIC_ACQUIRE);
+			state = clone_delay_state();
+			if (armed < 0 || state == 1)
+				break;
+			usleep(1000);
+		}
+		ASSERT_LE(0, armed) TH_LOG("arming the clone delay: %s",
+					    strerror(-armed));
+		ASSERT_EQ(1, state) TH_LOG("the clone did not reach the delay");
+		fifo_open_blocked(_metadata, variant->sysctl, &rf, fifo,
+				  sizeof(fifo), &handed);
+		state_after = clone_delay_state();
+		fifo_release(fifo);
+		ASSERT_EQ(0, iou_wait_cqe(&rf.r, &cqe));
+		EXPECT_EQ(FIFO_OPEN_DATA, cqe.user_data);
+		EXPECT_LE(0, cqe.res) TH_LOG("the FIFO open: %s", strerror(-cqe.res));
+		if (cqe.res >= 0)
+			close(cqe.res);
+		unlink(fifo);
+		pthread_join(t, NULL);
+		EXPECT_EQ(1, state_after)
+			TH_LOG("the clone (%ld ms) left the window before the handoff was seen",
+			       cr.clone_ms);
+		ASSERT_EQ(0, cr.created) TH_LOG("pthread_create: %s",
+						strerror(cr.created));
+		EXPECT_EQ(0, cr.pgid_ret)
+			TH_LOG("setpgid(0, 0) in the thread cloned across the leader's handoff (%lu): %s",
+			       handed, strerror(-cr.pgid_ret));
+		EXPECT_EQ(cr.pid, cr.pgid);
+		EXPECT_EQ(getpid(), sys_gettid());
+		rf_close(&rf);
+		_exit(child_status(_metadata));
+	}
+	reap_within(_metadata, child, 60 * 1000);
 }
 
 #define SHM_RMID_FORCED	"/proc/sys/kernel/shm_rmid_forced"
