@@ -107,8 +107,7 @@
 #define CLONE_DELAY_TID	CLONE_DELAY_DIR "/clone_delay_tid"
 #define CLONE_DELAY_MS	CLONE_DELAY_DIR "/clone_delay_ms"
 #define CLONE_DELAY_STATE CLONE_DELAY_DIR "/clone_delay_state"
-#define CLONE_WINDOW_MS	3000
-#define CLONE_WINDOW_STR "3000"
+#define CLONE_WINDOW_MS	"3000"	/* written to clone_delay_ms */
 
 /* Scratch files for the teardown to remove */
 struct scratch_files {
@@ -2906,7 +2905,6 @@ TEST_F_TIMEOUT(identity, exec_cancels_handoff, 120)
 	reap(_metadata, child, 0);
 }
 
-
 /* A thread cloned while its group leader hands off, and what it saw */
 struct clone_race {
 	int armed;		/* 1 once the delay is armed, -errno if not */
@@ -2985,7 +2983,7 @@ TEST_F_TIMEOUT(identity, clone_races_leader_handoff, 120)
 		SKIP(return, "no " CLONE_DELAY_TID
 		     " (CONFIG_THREAD_HANDOFF_CLONE_DELAY off or no debugfs)");
 	self->clone_delay = true;
-	err = write_str(CLONE_DELAY_MS, CLONE_WINDOW_STR);
+	err = write_str(CLONE_DELAY_MS, CLONE_WINDOW_MS);
 	if (err == -EPERM || err == -EACCES)
 		SKIP(return, "debugfs is not writable (lockdown?)");
 	ASSERT_EQ(0, err);
