@@ -59,5 +59,14 @@ if [ -n "$splats" ]; then
 else
 	echo "console: no splat"
 fi
+# kmemleak's reports (the debug kernel): those whose allocation backtrace
+# names io_uring, io-wq or the handoff fail the run, the others are listed
+if [ -f "$RUN/kmemleak.txt" ]; then
+	read -r all ours < <(awk '/unreferenced object/ { n++; if (hit) o++; hit = 0 }
+		/io_uring|io_wq|thread_handoff/ { hit = 1 }
+		END { if (hit) o++; print n + 0, o + 0 }' "$RUN/kmemleak.txt")
+	echo "kmemleak: $all report(s), $ours naming io_uring, io-wq or the handoff ($RUN/kmemleak.txt)"
+	[ "$ours" = 0 ] || fail=$((fail + 1))
+fi
 echo "verdict: $ok pass(es) clean, $fail failure(s)"
 [ "$fail" = 0 ]
