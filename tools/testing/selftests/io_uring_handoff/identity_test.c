@@ -1828,9 +1828,48 @@ TEST_F_TIMEOUT(identity, ptrace_races_handoffs, 120)
 #define CLONE_PIDFD_AUTOKILL	(1ULL << 36)
 #endif
 
+#define LONG_STATX	64	/* statx requests after the blocking fsync */
+
 /*
- * The child of one autokill round: blocking fsyncs of the test's scratch
- * file, on a ring of its own, until it is killed.
+ * One long submission on @big (of 2 * LONG_STATX entries): a blocking fsync
+ * of @rf's file, dirtied with @seed, followed by LONG_STATX statx requests,
+ * which the promoted worker issues (inline, they don't block) before the
+ * submission ends: the tid is the worker's for a while before it returns to
+ * userspace, and the window of a handoff is that long. Waits for all of them.
+ */
+static void long_submission(struct __test_metadata *_metadata, struct iou *big,
+			    struct ring_file *rf, unsigned long seed)
+{
+	struct io_uring_sqe *sqe;
+	struct io_uring_cqe cqe;
+	struct statx stx;
+	int i, done;
+
+	fill(rf->buf, BLOCK_LEN, seed);
+	ASSERT_EQ(0, write_file(rf->fd, rf->buf, BLOCK_LEN));
+	sqe = iou_sqe(big);
+	ASSERT_NE(NULL, sqe);
+	iou_prep(sqe, IORING_OP_FSYNC, rf->fd, NULL, 0, 0, 0xf5);
+	for (i = 0; i < LONG_STATX; i++) {
+		sqe = iou_sqe(big);
+		ASSERT_NE(NULL, sqe);
+		iou_prep(sqe, IORING_OP_STATX, AT_FDCWD, rf->path,
+			 STATX_BASIC_STATS, (unsigned long)&stx, 0x57);
+	}
+	ASSERT_EQ(LONG_STATX + 1, iou_submit(big, LONG_STATX + 1));
+	for (done = 0; done < LONG_STATX + 1; done++) {
+		ASSERT_EQ(0, iou_wait_cqe(big, &cqe));
+		ASSERT_EQ(0, cqe.res)
+			TH_LOG("request %llu: %s",
+			       (unsigned long long)cqe.user_data,
+			       strerror(-cqe.res));
+	}
+}
+
+/*
+ * The child of one autokill round: long submissions (a blocking fsync of
+ * the test's scratch file and LONG_STATX statx) on a ring of its own,
+ * until it is killed.
  */
 static void autokill_child(struct __test_metadata *_metadata,
 			   struct ring_file *rf, struct race *rc)
@@ -1839,14 +1878,13 @@ static void autokill_child(struct __test_metadata *_metadata,
 	struct stat st;
 	struct iou r;
 
-	ASSERT_EQ(0, iou_init(&r, 8, 0));
+	ASSERT_EQ(0, iou_init(&r, 2 * LONG_STATX, 0));
 	ASSERT_EQ(0, fstat(rf->fd, &st));
 	warm_up(_metadata, &r, rf->path, st.st_size);
 	ASSERT_EQ(0, read_hstat(r.fd, &a));
 	__atomic_store_n(&rc->tid, sys_gettid(), __ATOMIC_RELEASE);
 	for (;;) {
-		blocking_fsyncs_flags(_metadata, &r, rf->fd, rf->buf, 1,
-				      BF_SIGNALS);
+		long_submission(_metadata, &r, rf, rc->fsyncs + 1);
 		ASSERT_EQ(0, read_hstat(r.fd, &b));
 		__atomic_store_n(&rc->handoffs, b.handoffs - a.handoffs,
 				 __ATOMIC_RELEASE);
@@ -1858,8 +1896,10 @@ static void autokill_child(struct __test_metadata *_metadata,
  * PIDFD_AUTOKILL: closing the only pidfd of a child made with
  * CLONE_PIDFD | CLONE_PIDFD_AUTOKILL must kill the child, whenever it comes.
  * Each round, the child's main thread (the task the pidfd's TGID pid names)
- * does blocking fsyncs, handing off, and the test closes the pidfd at a
- * random moment of them; the child must be gone within RACE_WAIT_MS.
+ * hands off in long submissions (see long_submission()), and the test
+ * closes the pidfd at a random moment of them, often inside the window
+ * between a handoff and the end of its submission; the child must be gone
+ * within RACE_WAIT_MS.
  * pidfs_file_release() skips (with a warning) a task it finds to be a user
  * worker: a lookup of the pid must never find the demoted task.
  */
@@ -2288,21 +2328,16 @@ static void sched_race_check(struct race *rc)
 	sr->checked++;
 }
 
-#define LONG_STATX	64	/* statx requests after the blocking fsync */
-
 /*
  * The submitter's side of sched_setters_race_handoffs: like race_fsyncs(),
- * but each io_uring_enter() submits a blocking fsync followed by
- * LONG_STATX statx requests, which the promoted worker issues (inline, they
- * don't block) before the submission ends: the tid is the worker's for a
- * while before it returns to userspace. After each, sched_race_check().
+ * but with long submissions (see long_submission()), and
+ * sched_race_check() after each.
  */
 static void race_long_submissions(struct __test_metadata *_metadata,
 				  struct scratch_files *sf, struct race *rc)
 {
 	struct ring_file rf;
 	struct hstat a, b;
-	struct statx stx;
 	struct iou big;
 
 	rf_open(_metadata, sf, &rf);
@@ -2312,29 +2347,7 @@ static void race_long_submissions(struct __test_metadata *_metadata,
 	__atomic_store_n(&rc->tid, sys_gettid(), __ATOMIC_RELEASE);
 	ASSERT_EQ(0, read_hstat(big.fd, &a));
 	while (!race_stopped(rc)) {
-		struct io_uring_sqe *sqe;
-		struct io_uring_cqe cqe;
-		int i, done;
-
-		fill(rf.buf, BLOCK_LEN, rc->fsyncs + 1);
-		ASSERT_EQ(0, write_file(rf.fd, rf.buf, BLOCK_LEN));
-		sqe = iou_sqe(&big);
-		ASSERT_NE(NULL, sqe);
-		iou_prep(sqe, IORING_OP_FSYNC, rf.fd, NULL, 0, 0, 0xf5);
-		for (i = 0; i < LONG_STATX; i++) {
-			sqe = iou_sqe(&big);
-			ASSERT_NE(NULL, sqe);
-			iou_prep(sqe, IORING_OP_STATX, AT_FDCWD, rf.path,
-				 STATX_BASIC_STATS, (unsigned long)&stx, 0x57);
-		}
-		ASSERT_EQ(LONG_STATX + 1, iou_submit(&big, LONG_STATX + 1));
-		for (done = 0; done < LONG_STATX + 1; done++) {
-			ASSERT_EQ(0, iou_wait_cqe(&big, &cqe));
-			ASSERT_EQ(0, cqe.res)
-				TH_LOG("request %llu: %s",
-				       (unsigned long long)cqe.user_data,
-				       strerror(-cqe.res));
-		}
+		long_submission(_metadata, &big, &rf, rc->fsyncs + 1);
 		__atomic_add_fetch(&rc->fsyncs, 1, __ATOMIC_RELAXED);
 		sched_race_check(rc);
 	}
