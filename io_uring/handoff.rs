@@ -506,10 +506,11 @@ unsafe extern "C" fn resume() -> c_long {
     unsafe {
         let tctx = (*cur).io_uring;
         let ho = &mut (*tctx).handoff;
-        // Before anything that may block: settings of the scheduling attributes or the affinity
-        // through the tid wait for this.
-        bindings::thread_handoff_adopt(&ho.th);
         let (src, prev, ctx, bound) = (ho.src, ho.prev, ho.ctx, ho.bound);
+        // Before anything that may block: settings of the scheduling attributes, the affinity,
+        // the I/O priority or the name through the tid wait for this. From `prev`, the task that
+        // handed the tid to us: what was set on it through the tid is the thread's.
+        bindings::thread_handoff_adopt(&ho.th, prev);
 
         io_uring_handoff_resume(
             ctx.cast(),

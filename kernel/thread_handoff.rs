@@ -19,9 +19,10 @@
 //! the siglock, everything through which another task reaches the thread, while the source is
 //! `current` and the destination asleep and pinned under its `pi_lock`: no tid lookup finds a
 //! half moved thread. The destination first adopts the scheduling attributes and the affinity
-//! taken from the source in that section ([`thread_handoff_adopt`]); settings of them through
-//! the tid wait until it has. [`finish`] then moves, on the destination, what only the thread
-//! itself uses, from the source, which stays parked until then.
+//! taken from the source in that section, and the I/O priority and the name of the source
+//! ([`thread_handoff_adopt`]); settings of them through the tid wait until it has. [`finish`]
+//! then moves, on the destination, what only the thread itself uses, from the source, which
+//! stays parked until then.
 
 use core::ptr::{self, addr_of, addr_of_mut};
 use kernel::{
@@ -881,29 +882,61 @@ unsafe fn move_mempolicy(dst: *mut Task, src: *mut Task) {
 #[cfg(not(CONFIG_NUMA))]
 unsafe fn move_mempolicy(_dst: *mut Task, _src: *mut Task) {}
 
-/// Carries over an ionice'd IO priority. Workers share the io_context of the thread that forked
-/// them, so the destination detaches from it first.
+/// The I/O priority set on `t` with `ioprio_set()`, as its `io_context` holds it
+/// (`IOPRIO_CLASS_NONE`, 0, if it has none).
 ///
 /// # Safety
 ///
-/// `dst` must be `current`, `src` a blocked task.
+/// `t` must be valid.
+#[cfg(CONFIG_BLOCK)]
+unsafe fn ioprio_of(t: *mut Task) -> u16 {
+    // `set_task_ioprio()` installs the context and writes the priority under the task lock.
+    // SAFETY: `t` is valid.
+    unsafe { bindings::task_lock(t) };
+    // SAFETY: Under the task lock `io_context` stays as it is, and is valid if not null:
+    // `exit_io_context()` clears it under the lock before it drops its reference. The
+    // priority is read once, volatile: the other tasks sharing the context (CLONE_IO) write it
+    // under their own task locks.
+    let prio = unsafe {
+        let ioc = (*t).io_context;
+        if ioc.is_null() {
+            0
+        } else {
+            ptr::read_volatile(addr_of!((*ioc).ioprio))
+        }
+    };
+    // SAFETY: Taken above.
+    unsafe { bindings::task_unlock(t) };
+    prio
+}
+
+/// Carries over an ionice'd IO priority. Workers share the io_context of the thread that forked
+/// them, so the destination detaches from it first.
+///
+/// A setting through the tid that lands on `src` after it was read here finds the tid moved
+/// (the read follows the commit, under the task lock the setting takes) and is made again on
+/// `dst`, once it is done adopting (`ioprio_set()`, `thread_handoff_moved()`).
+///
+/// # Safety
+///
+/// `dst` must be `current`, `src` the task that handed it the tid, which stays alive and does not
+/// change its own I/O context until it is released (`io_wq_handoff_finished()`).
 #[cfg(CONFIG_BLOCK)]
 unsafe fn move_ioprio(dst: *mut Task, src: *mut Task) {
     const IOPRIO_CLASS_NONE: u32 = 0;
-    // SAFETY: `src` is blocked, `dst` is `current`.
-    unsafe {
-        let ioc = (*src).io_context;
-        if !(*dst).io_context.is_null() {
-            bindings::exit_io_context(dst);
-        }
-        if ioc.is_null() {
-            return;
-        }
-        let prio = (*ioc).ioprio;
-        let class = (u32::from(prio) >> bindings::IOPRIO_CLASS_SHIFT) & bindings::IOPRIO_CLASS_MASK;
-        if class != IOPRIO_CLASS_NONE && bindings::set_task_ioprio(dst, prio.into()) != 0 {
-            kernel::pr_warn_once!("cannot move the IO priority\n");
-        }
+    // SAFETY: `src` is valid per the contract.
+    let prio = unsafe { ioprio_of(src) };
+    // SAFETY: `dst` is `current`, and the pointer is only compared: a setting for a process
+    // group or a user may install a context meanwhile (one through the tid waits for the
+    // adoption), and `exit_io_context()` reads it again under the task lock.
+    if !unsafe { ptr::read_volatile(addr_of!((*dst).io_context)) }.is_null() {
+        // SAFETY: `dst` is `current`, which may drop its own context.
+        unsafe { bindings::exit_io_context(dst) };
+    }
+    let class = (u32::from(prio) >> bindings::IOPRIO_CLASS_SHIFT) & bindings::IOPRIO_CLASS_MASK;
+    // SAFETY: `dst` is `current`, alive.
+    if class != IOPRIO_CLASS_NONE && unsafe { bindings::set_task_ioprio(dst, prio.into()) } != 0 {
+        kernel::pr_warn_once!("cannot move the IO priority\n");
     }
 }
 
@@ -1080,16 +1113,28 @@ unsafe fn move_affinity(dst: *mut Task, mask: &Cpumask) {
 
 /// Copies the task name.
 ///
+/// A name written through the tid (`/proc/<tid>/comm`) that lands on `src` after it was read
+/// here finds the tid moved and is written again on `dst` (`comm_write()`): the writer's full
+/// barrier in `thread_handoff_pid_moved()` and the one here order each side's write before its
+/// read, and the tid moved before `dst` runs.
+///
 /// # Safety
 ///
-/// `dst` must be `current`, `src` a blocked task.
+/// `dst` must be `current`, `src` the task that handed it the tid, alive until it is released
+/// (`io_wq_handoff_finished()`).
 unsafe fn move_comm(dst: *mut Task, src: *mut Task) {
-    // SAFETY: `src` is blocked, its name is stable; the copy is NUL terminated because `comm`
-    // always is.
-    unsafe {
-        let comm = (*src).comm;
-        bindings::__set_task_comm(dst, comm.as_ptr(), false);
+    // SAFETY: A full memory barrier has no preconditions.
+    unsafe { bindings::smp_mb() };
+    // SAFETY: `src` is valid per the contract. A name written through the tid may change it
+    // meanwhile (`__set_task_comm()` writes it without a lock): the read is volatile, and a torn
+    // copy is written again by that writer, which finds the tid moved.
+    let mut comm = unsafe { ptr::read_volatile(addr_of!((*src).comm)) };
+    // Torn or not, a name always ends in a NUL.
+    if let Some(last) = comm.last_mut() {
+        *last = 0;
     }
+    // SAFETY: `dst` is `current`; `comm` is NUL terminated.
+    unsafe { bindings::__set_task_comm(dst, comm.as_ptr(), false) };
 }
 
 /// Returns whether `t` leads its thread group (`thread_group_leader()`).
@@ -1370,25 +1415,25 @@ unsafe fn finish(dst: *mut Task, src: *mut Task) -> c_int {
         move_rseq(dst, src);
         move_mempolicy(dst, src);
         move_cgroup(dst, src);
-        move_ioprio(dst, src);
-        move_comm(dst, src);
         // Leadership moved with the tid if `dst`, a worker until it was handed the identity,
         // leads now. Stable: only a handoff or exec by `dst` itself changes that now.
         bindings::arch_thread_handoff_finish(src, is_leader(dst))
     }
 }
 
-/// Gives `current`, which took a thread's tid in [`commit`], the scheduling attributes and the
-/// affinity the thread had then, taken into `th`, and lets the settings through the tid that
-/// wait for that go ahead. Called by the destination first thing, before anything that may
-/// block: they wait for it (`thread_handoff_wait()`).
+/// Gives `current`, which took a thread's tid in [`commit`] from `src`, the scheduling attributes
+/// and the affinity the thread had then, taken into `th`, and the I/O priority and the name that
+/// `src` has, and lets the settings of them through the tid that wait for that go ahead. Called by
+/// the destination first thing, before anything that may block: they wait for it
+/// (`thread_handoff_wait()`).
 ///
 /// # Safety
 ///
 /// `th` must be the state of the handoff that gave `current` its tid, which only the task that
-/// holds the tid writes (in its own handoff): `current` from now on.
+/// holds the tid writes (in its own handoff): `current` from now on. `src` must be the task that
+/// committed it, parked until this returns.
 #[export]
-pub unsafe extern "C" fn thread_handoff_adopt(th: *const bindings::thread_handoff) {
+pub unsafe extern "C" fn thread_handoff_adopt(th: *const bindings::thread_handoff, src: *mut Task) {
     // SAFETY: `get_current()` has no preconditions.
     let cur = unsafe { bindings::get_current() };
     // SAFETY: Per the contract `th` is valid, and the claimer's writes are visible: the claimed
@@ -1400,6 +1445,10 @@ pub unsafe extern "C" fn thread_handoff_adopt(th: *const bindings::thread_handof
     // SAFETY: `cur` is `current`; `th.user_mask` is a valid cpumask for as long as `th` is
     // borrowed.
     unsafe { move_affinity(cur, Cpumask::from_raw(&th.user_mask)) };
+    // SAFETY: `cur` is `current`, `src` parked per the contract.
+    unsafe { move_ioprio(cur, src) };
+    // SAFETY: `cur` is `current`, `src` parked per the contract.
+    unsafe { move_comm(cur, src) };
     // The settings that wait take the `pi_lock` and the run queue lock of `cur`, as the moves
     // above did; the barrier orders those before the bit.
     // SAFETY: A full memory barrier has no preconditions.

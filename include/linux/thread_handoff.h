@@ -17,7 +17,8 @@
  *      pinned under D->pi_lock
  *   S: thread_handoff_commit(D, &th)        move what names the thread
  *      or thread_handoff_abort(&th)         no D: give everything back
- *   D: thread_handoff_adopt(&th)            scheduling attributes, affinity
+ *   D: thread_handoff_adopt(&th, S)         scheduling attributes, affinity,
+ *                                           I/O priority, comm
  *   D: thread_handoff_finish(S)             move the rest, S is parked
  *
  * thread_handoff_commit() moves, in one critical section under
@@ -26,9 +27,9 @@
  * signal state, credentials, futex ownership, the robust list and the
  * accounting read through the tid. From then on whatever names the thread
  * finds D. It also takes the source's scheduling attributes and affinity
- * into @th, which D adopts before anything else. What only the thread itself
- * uses moves later, in thread_handoff_finish(): registers, rseq, cgroup, I/O
- * priority, memory policy and comm.
+ * into @th, which D adopts before anything else, with the source's I/O
+ * priority and comm. What only the thread itself uses moves later, in
+ * thread_handoff_finish(): registers, rseq, cgroup and memory policy.
  *
  * The source side runs from the scheduler's pre-sleep hook: it must not
  * sleep and must not fail other than by returning false. The
@@ -38,8 +39,11 @@
 #define _LINUX_THREAD_HANDOFF_H
 
 #include <linux/cpumask.h>
+#include <linux/err.h>
+#include <linux/pid.h>
 #include <linux/rcupdate.h>
 #include <linux/sched.h>
+#include <linux/sched/task.h>
 #include <linux/wait_bit.h>
 #include <uapi/linux/sched/types.h>
 
@@ -93,7 +97,8 @@ bool thread_handoff_prepare(void);
 bool thread_handoff_begin(struct thread_handoff *th);
 void thread_handoff_abort(struct thread_handoff *th);
 void thread_handoff_commit(struct task_struct *dst, struct thread_handoff *th);
-void thread_handoff_adopt(const struct thread_handoff *th);
+void thread_handoff_adopt(const struct thread_handoff *th,
+			  struct task_struct *src);
 int thread_handoff_finish(struct task_struct *src);
 
 /* scheduler side, kernel/sched/core.c */
@@ -119,17 +124,22 @@ int arch_thread_handoff_finish(struct task_struct *src, bool leader);
 /*
  * Settings made through a tid while its identity moves. The destination of
  * a handoff holds the tid from thread_handoff_commit() on, but has the
- * scheduling attributes and the CPU affinity of the thread only once it ran
- * thread_handoff_adopt(), the first thing it does (no blocking work in
- * between); PFA_HANDOFF_MOVING is set on it until then. Whatever sets these
- * through a tid calls thread_handoff_wait() on the task it found before it
- * acts, so that the adoption does not overwrite its setting, and
+ * scheduling attributes, the CPU affinity, the I/O priority and the name
+ * (comm) of the thread only once it ran thread_handoff_adopt(), the first
+ * thing it does (no blocking work in between); PFA_HANDOFF_MOVING is set on
+ * it until then. Whatever sets these through a tid waits on the task it
+ * found before it acts (thread_handoff_wait(), or
+ * thread_handoff_find_task_by_vpid() for the lookup and the wait), so that
+ * the adoption does not overwrite its setting, and calls
  * thread_handoff_moved() after it acted: true means that the task gave the
  * tid away meanwhile (the setting landed on a task that a handoff demoted),
  * and the setting must be made again on the task the tid names now. A
- * setting made on the source before the commit is not lost: it is made under
- * the source's pi_lock, which the commit takes after the tid moved to take
- * the attributes the destination adopts.
+ * setting made on the source before the destination took the attributes is
+ * not lost: the destination takes them after the tid moved, under the lock
+ * the setting takes (the source's pi_lock in the commit for the scheduling
+ * attributes and the affinity, its task lock for the I/O priority), or after
+ * a full barrier that pairs with the one in thread_handoff_pid_moved() (the
+ * name, which is written without a lock).
  */
 static inline int thread_handoff_wait(struct task_struct *p)
 {
@@ -139,19 +149,64 @@ static inline int thread_handoff_wait(struct task_struct *p)
 				       !task_handoff_moving(p));
 }
 
-static inline bool thread_handoff_moved(struct task_struct *p, pid_t nr)
+/*
+ * find_task_by_vpid() for a setting through a tid, under rcu_read_lock():
+ * while a handoff is moving the thread's attributes to the task it finds, it
+ * drops the RCU read lock, waits for the move and looks again. Returns the
+ * task, NULL if there is none, or an ERR_PTR() if a fatal signal ended the
+ * wait.
+ */
+static inline struct task_struct *thread_handoff_find_task_by_vpid(pid_t nr)
+{
+	struct task_struct *p;
+	int ret;
+
+	RCU_LOCKDEP_WARN(!rcu_read_lock_held(),
+			 "thread_handoff_find_task_by_vpid() needs rcu_read_lock()");
+	while ((p = find_task_by_vpid(nr)) && p != current &&
+	       task_handoff_moving(p)) {
+		get_task_struct(p);
+		rcu_read_unlock();
+		ret = thread_handoff_wait(p);
+		put_task_struct(p);
+		rcu_read_lock();
+		if (ret)
+			return ERR_PTR(ret);
+	}
+	return p;
+}
+
+/* thread_handoff_moved() for the task that @pid named when it was looked up */
+static inline bool thread_handoff_pid_moved(struct task_struct *p,
+					    struct pid *pid)
 {
 	struct task_struct *q;
+	bool moved;
+
+	if (!pid || p == current)
+		return false;
+	/* the caller's setting before the lookup, see thread_handoff_adopt() */
+	smp_mb();
+	rcu_read_lock();
+	q = pid_task(pid, PIDTYPE_PID);
+	/* a thread that exited since: what was done stands */
+	moved = q && q != p;
+	rcu_read_unlock();
+	return moved || task_handoff_moving(p);
+}
+
+static inline bool thread_handoff_moved(struct task_struct *p, pid_t nr)
+{
+	struct pid *pid;
 	bool moved;
 
 	if (!nr || p == current)
 		return false;
 	rcu_read_lock();
-	q = find_task_by_vpid(nr);
-	/* a thread that exited since: what was done stands */
-	moved = q && q != p;
+	pid = find_vpid(nr);
+	moved = pid && thread_handoff_pid_moved(p, pid);
 	rcu_read_unlock();
-	return moved || task_handoff_moving(p);
+	return moved;
 }
 #else
 static inline bool thread_handoff_allowed(struct task_struct *src)
@@ -184,7 +239,8 @@ static inline void thread_handoff_commit(struct task_struct *dst,
 {
 }
 
-static inline void thread_handoff_adopt(const struct thread_handoff *th)
+static inline void thread_handoff_adopt(const struct thread_handoff *th,
+					struct task_struct *src)
 {
 }
 
@@ -196,6 +252,17 @@ static inline int thread_handoff_finish(struct task_struct *src)
 static inline int thread_handoff_wait(struct task_struct *p)
 {
 	return 0;
+}
+
+static inline struct task_struct *thread_handoff_find_task_by_vpid(pid_t nr)
+{
+	return find_task_by_vpid(nr);
+}
+
+static inline bool thread_handoff_pid_moved(struct task_struct *p,
+					    struct pid *pid)
+{
+	return false;
 }
 
 static inline bool thread_handoff_moved(struct task_struct *p, pid_t nr)
