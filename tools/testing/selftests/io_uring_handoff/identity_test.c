@@ -2329,12 +2329,12 @@ static void sched_race_check(struct race *rc)
 }
 
 /*
- * The submitter's side of sched_setters_race_handoffs: like race_fsyncs(),
- * but with long submissions (see long_submission()), and
- * sched_race_check() after each.
+ * The submitter's side of the setter races: like race_fsyncs(), but with
+ * long submissions (see long_submission()), and @check after each.
  */
 static void race_long_submissions(struct __test_metadata *_metadata,
-				  struct scratch_files *sf, struct race *rc)
+				  struct scratch_files *sf, struct race *rc,
+				  void (*check)(struct race *rc))
 {
 	struct ring_file rf;
 	struct hstat a, b;
@@ -2349,7 +2349,7 @@ static void race_long_submissions(struct __test_metadata *_metadata,
 	while (!race_stopped(rc)) {
 		long_submission(_metadata, &big, &rf, rc->fsyncs + 1);
 		__atomic_add_fetch(&rc->fsyncs, 1, __ATOMIC_RELAXED);
-		sched_race_check(rc);
+		check(rc);
 	}
 	ASSERT_EQ(0, read_hstat(big.fd, &b));
 	rc->handoffs = b.handoffs - a.handoffs;
@@ -2439,10 +2439,162 @@ TEST_F_TIMEOUT(identity, sched_setters_race_handoffs, 120)
 		sched_race.rc = rc;
 		ASSERT_EQ(0, pthread_create(&t, NULL, race_sched_setters,
 					    &sched_race));
-		race_long_submissions(_metadata, &self->files, rc);
+		race_long_submissions(_metadata, &self->files, rc,
+				      sched_race_check);
 		pthread_join(t, NULL);
 		TH_LOG("%lu checks of the settings", sched_race.checked);
 		ASSERT_LT(0UL, sched_race.checked);
+		_exit(child_status(_metadata));
+	}
+	ASSERT_EQ(child, waitpid(child, &status, 0));
+	race_report(_metadata, rc, variant->sysctl, "settings");
+	ASSERT_TRUE(WIFEXITED(status)) TH_LOG("status %#x", status);
+	ASSERT_EQ(CHILD_OK, WEXITSTATUS(status));
+}
+
+/*
+ * What the setter of name_setters_race_handoffs set through the tid last,
+ * with the same protocol as struct sched_race: @seq is odd while it sets.
+ */
+struct name_race {
+	struct race *rc;
+	unsigned long seq, checked;
+	int ioprio;
+	char comm[16];
+};
+
+static struct name_race name_race;
+
+/* The calling thread's name, without the newline, or "" */
+static void own_comm(char *buf, size_t size)
+{
+	ssize_t n = read_small("/proc/thread-self/comm", buf, size);
+
+	if (n <= 0)
+		n = 0;
+	else if (buf[n - 1] == '\n')
+		n--;
+	buf[n] = 0;
+}
+
+/*
+ * The submitter's side, after each of its submissions: its I/O priority and
+ * its name must be the ones set last, unless a setting is in progress.
+ */
+static void name_race_check(struct race *rc)
+{
+	struct name_race *nr = &name_race;
+	unsigned long seq = __atomic_load_n(&nr->seq, __ATOMIC_ACQUIRE);
+	char comm[64], want_comm[16];
+	int prio, want_prio;
+
+	if (seq % 2 || !seq)
+		return;
+	prio = syscall(SYS_ioprio_get, T_IOPRIO_WHO_PROCESS, 0);
+	own_comm(comm, sizeof(comm));
+	want_prio = nr->ioprio;
+	memcpy(want_comm, nr->comm, sizeof(want_comm));
+	__atomic_thread_fence(__ATOMIC_ACQUIRE);
+	if (__atomic_load_n(&nr->seq, __ATOMIC_RELAXED) != seq)
+		return;
+	if (prio != want_prio)
+		RACE_FAIL(rc, "setting %lu: I/O priority %#x set through tid %d, the thread has %#x",
+			  seq / 2, want_prio, sys_gettid(), prio);
+	if (strcmp(comm, want_comm))
+		RACE_FAIL(rc, "setting %lu: name \"%s\" written through tid %d, the thread has \"%s\"",
+			  seq / 2, want_comm, sys_gettid(), comm);
+	nr->checked++;
+}
+
+/* Write @name to /proc/self/task/@tid/comm: 0 or an errno */
+static int write_comm(pid_t tid, const char *name)
+{
+	char path[64];
+	ssize_t n;
+	int fd, err = 0;
+
+	snprintf(path, sizeof(path), "/proc/self/task/%d/comm", tid);
+	fd = open(path, O_WRONLY | O_CLOEXEC);
+	if (fd < 0)
+		return errno;
+	n = write(fd, name, strlen(name));
+	if (n != (ssize_t)strlen(name))
+		err = n < 0 ? errno : EIO;
+	close(fd);
+	return err;
+}
+
+static void *race_name_setters(void *arg)
+{
+	struct name_race *nr = arg;
+	struct race *rc = nr->rc;
+	pid_t tid;
+	long end;
+
+	tid = race_wait_tid(rc);
+	if (!tid) {
+		RACE_FAIL(rc, "the submitter did not start");
+		return NULL;
+	}
+	end = now_ms() + RACE_SECS * 1000;
+	while (now_ms() < end && !rc->line) {
+		unsigned long n = rc->acts + 1;
+		/* each setting changes both: a best-effort level, a name */
+		int prio = T_IOPRIO_VALUE(T_IOPRIO_CLASS_BE, n % 8);
+		char comm[16];
+		int err;
+
+		snprintf(comm, sizeof(comm), "named-%lu", n);
+		__atomic_store_n(&nr->seq, 2 * n - 1, __ATOMIC_SEQ_CST);
+		if (syscall(SYS_ioprio_set, T_IOPRIO_WHO_PROCESS, tid, prio)) {
+			RACE_FAIL(rc, "ioprio_set(%d): %s", tid, strerror(errno));
+			break;
+		}
+		err = write_comm(tid, comm);
+		if (err) {
+			RACE_FAIL(rc, "writing the name of %d: %s", tid,
+				  strerror(err));
+			break;
+		}
+		nr->ioprio = prio;
+		memcpy(nr->comm, comm, sizeof(comm));
+		rc->acts = n;
+		__atomic_store_n(&nr->seq, 2 * n, __ATOMIC_RELEASE);
+		usleep(rand() % 200);
+	}
+	__atomic_store_n(&rc->stop, 1, __ATOMIC_RELEASE);
+	return NULL;
+}
+
+/*
+ * The I/O priority and the name set through the tid: another thread sets
+ * the submitter's I/O priority (ioprio_set(IOPRIO_WHO_PROCESS)) and writes
+ * its /proc/self/task/<tid>/comm, over and over, while the submitter hands
+ * off in long submissions, as in sched_setters_race_handoffs. Between two
+ * submissions, with no setting in progress, the submitter must have what
+ * was set last: a setting must not land on a task a handoff demoted, nor be
+ * overwritten when the submitter's own values move at the end of the
+ * submission.
+ */
+TEST_F_TIMEOUT(identity, name_setters_race_handoffs, 120)
+{
+	struct race *rc = race_map(_metadata);
+	pid_t child;
+	int status;
+
+	child = fork();
+	ASSERT_LE(0, child);
+	if (!child) {
+		pthread_t t;
+
+		name_race.rc = rc;
+		ASSERT_EQ(0, pthread_create(&t, NULL, race_name_setters,
+					    &name_race));
+		race_long_submissions(_metadata, &self->files, rc,
+				      name_race_check);
+		pthread_join(t, NULL);
+		TH_LOG("%lu checks of the settings", name_race.checked);
+		ASSERT_LT(0UL, name_race.checked);
 		_exit(child_status(_metadata));
 	}
 	ASSERT_EQ(child, waitpid(child, &status, 0));
