@@ -29,15 +29,25 @@ use kernel::{
     bindings,
     cpumask::Cpumask,
     prelude::*,
-    sync::atomic::{Atomic, Release},
+    sync::atomic::{Atomic, Relaxed, Release},
 };
 
 type Task = bindings::task_struct;
 
-/// `task_struct::atomic_flags` bit of a task that holds a tid a handoff gave it, from [`commit`]
-/// until [`thread_handoff_adopt`]: settings through the tid wait for it to clear (see
-/// `include/linux/thread_handoff.h`).
-const HANDOFF_MOVING: c_ulong = bindings::PFA_HANDOFF_MOVING as c_ulong;
+/// `task_struct::handoff_seq` of `t`: odd from [`commit`] until [`thread_handoff_adopt`], when a
+/// handoff gave `t` a tid. Settings through the tid wait for it to be even, take it before they act
+/// and check it after (see `include/linux/thread_handoff.h`). Only the commit and the adoption
+/// write it, one after the other.
+///
+/// # Safety
+///
+/// `t` must be valid for `'a`.
+unsafe fn handoff_seq<'a>(t: *mut Task) -> &'a Atomic<u32> {
+    // SAFETY: `t` is valid for `'a`; every other access to the field is marked (`READ_ONCE()`,
+    // `smp_load_acquire()`), but for the copy into a child forked by the task itself, which
+    // neither a commit nor an adoption runs for meanwhile.
+    unsafe { Atomic::from_ptr(addr_of_mut!((*t).handoff_seq)) }
+}
 
 /// Prefix of this crate's log messages, for the `pr_*!` macros.
 const __LOG_PREFIX: &[u8] = b"thread_handoff\0";
@@ -1115,16 +1125,14 @@ unsafe fn move_affinity(dst: *mut Task, mask: &Cpumask) {
 ///
 /// A name written through the tid (`/proc/<tid>/comm`) that lands on `src` after it was read
 /// here finds the tid moved and is written again on `dst` (`comm_write()`): the writer's full
-/// barrier in `thread_handoff_pid_moved()` and the one here order each side's write before its
-/// read, and the tid moved before `dst` runs.
+/// barrier in `thread_handoff_pid_moved()` and the one [`thread_handoff_adopt`] starts with order
+/// each side's write before its read, and the tid moved before `dst` runs.
 ///
 /// # Safety
 ///
 /// `dst` must be `current`, `src` the task that handed it the tid, alive until it is released
 /// (`io_wq_handoff_finished()`).
 unsafe fn move_comm(dst: *mut Task, src: *mut Task) {
-    // SAFETY: A full memory barrier has no preconditions.
-    unsafe { bindings::smp_mb() };
     // SAFETY: `src` is valid per the contract. A name written through the tid may change it
     // meanwhile (`__set_task_comm()` writes it without a lock): the read is volatile, and a torn
     // copy is written again by that writer, which finds the tid moved.
@@ -1364,10 +1372,12 @@ unsafe fn commit(dst: *mut Task, src: *mut Task, th: &mut bindings::thread_hando
         // than see the sums change or miss a thread on the reordered thread list.
         acct_move(dst, src, (*src).signal);
         // Settings through the tid wait for `dst` until it adopted the scheduling attributes and
-        // the affinity ([`thread_handoff_adopt`], `thread_handoff_wait()`). Set before the tid
-        // moves: a lookup that finds `dst` through the tid (the pid links are published with
-        // release) sees it.
-        bindings::set_bit(HANDOFF_MOVING, addr_of_mut!((*dst).atomic_flags));
+        // the rest ([`thread_handoff_adopt`], `thread_handoff_wait()`), and a setting that took
+        // the count before, when `dst` last adopted a tid, finds it changed and is made again.
+        // Odd before the tid moves: a lookup that finds `dst` through the tid sees it (the links
+        // are published with release, `hlists_swap_heads_rcu()`).
+        let seq = handoff_seq(dst);
+        seq.store(seq.load(Relaxed).wrapping_add(1), Relaxed);
         exchange(dst, src, th.leader);
         move_creds(dst, src);
         move_futex(dst, src);
@@ -1388,18 +1398,18 @@ unsafe fn commit(dst: *mut Task, src: *mut Task, th: &mut bindings::thread_hando
 }
 
 /// Wakes the settings through the tid that wait for `t` to be done moving
-/// (`thread_handoff_wait()`), once `PFA_HANDOFF_MOVING` is clear.
+/// (`thread_handoff_wait()`), once its `handoff_seq` is even.
 ///
 /// # Safety
 ///
 /// `t` must be valid.
 unsafe fn wake_settings(t: *mut Task) {
-    // The bit is clear before a waiter is looked for: pairs with the barrier of the waiter's
+    // The count is even before a waiter is looked for: pairs with the barrier of the waiter's
     // prepare_to_wait_event() (wait_var_event()).
     // SAFETY: A full memory barrier has no preconditions.
     unsafe { bindings::smp_mb() };
     // SAFETY: `t` is valid; the address is only a key for the wait queue.
-    unsafe { bindings::wake_up_var(addr_of_mut!((*t).atomic_flags).cast()) };
+    unsafe { bindings::wake_up_var(addr_of_mut!((*t).handoff_seq).cast()) };
 }
 
 /// Moves the rest of the identity of `src` to `dst`, which is `current` and got the tid from it
@@ -1431,7 +1441,7 @@ unsafe fn finish(dst: *mut Task, src: *mut Task) -> c_int {
 ///
 /// `th` must be the state of the handoff that gave `current` its tid, which only the task that
 /// holds the tid writes (in its own handoff): `current` from now on. `src` must be the task that
-/// committed it, parked until this returns.
+/// committed it, alive until it is released (`io_wq_handoff_finished()`).
 #[export]
 pub unsafe extern "C" fn thread_handoff_adopt(th: *const bindings::thread_handoff, src: *mut Task) {
     // SAFETY: `get_current()` has no preconditions.
@@ -1440,21 +1450,30 @@ pub unsafe extern "C" fn thread_handoff_adopt(th: *const bindings::thread_handof
     // worker waits for the claimer's release in `io_wq_handoff_commit()`, after the commit, with
     // acquire (`io_wq_worker_promoted()`).
     let th = unsafe { &*th };
+    // Pairs with the barrier of a name written through the tid (`thread_handoff_pid_moved()`):
+    // either [`move_comm`] below reads what it wrote on `src`, or the writer finds the tid
+    // moved, which the commit did before it released `cur`. The other settings are ordered by
+    // the locks they take, and by the count, which the commit made odd before it published
+    // the tid's new link.
+    // SAFETY: A full memory barrier has no preconditions.
+    unsafe { bindings::smp_mb() };
     // SAFETY: `cur` is `current`.
     unsafe { move_sched(cur, &th.sched) };
     // SAFETY: `cur` is `current`; `th.user_mask` is a valid cpumask for as long as `th` is
     // borrowed.
     unsafe { move_affinity(cur, Cpumask::from_raw(&th.user_mask)) };
-    // SAFETY: `cur` is `current`, `src` parked per the contract.
+    // SAFETY: `cur` is `current`, `src` handed it the tid and is alive, per the contract.
     unsafe { move_ioprio(cur, src) };
-    // SAFETY: `cur` is `current`, `src` parked per the contract.
+    // SAFETY: `cur` is `current`, `src` handed it the tid and is alive, per the contract.
     unsafe { move_comm(cur, src) };
     // The settings that wait take the `pi_lock` and the run queue lock of `cur`, as the moves
-    // above did; the barrier orders those before the bit.
+    // above did; the barrier orders those before the count.
     // SAFETY: A full memory barrier has no preconditions.
     unsafe { bindings::smp_mb() };
-    // SAFETY: `cur` is valid; the bit is an atomic one of its own.
-    unsafe { bindings::clear_bit(HANDOFF_MOVING, addr_of_mut!((*cur).atomic_flags)) };
+    // SAFETY: `cur` is `current`, valid.
+    let seq = unsafe { handoff_seq(cur) };
+    // Even: the settings that take it with acquire see the moves above.
+    seq.store(seq.load(Relaxed).wrapping_add(1), Release);
     // SAFETY: `cur` is valid.
     unsafe { wake_settings(cur) };
 }

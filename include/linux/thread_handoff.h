@@ -43,6 +43,7 @@
 #include <linux/pid.h>
 #include <linux/rcupdate.h>
 #include <linux/sched.h>
+#include <linux/sched/signal.h>
 #include <linux/sched/task.h>
 #include <linux/wait_bit.h>
 #include <uapi/linux/sched/types.h>
@@ -77,17 +78,19 @@ struct thread_handoff {
 };
 
 /*
- * A task_struct::atomic_flags bit, next to the PFA_* ones of sched.h (the
- * first one free after them): set on a task from the commit that gave it a
- * tid until it adopted the thread's scheduling attributes and affinity.
- * Never inherited: such a task does not fork before it adopted them.
+ * task_struct::handoff_seq counts the handoffs that gave the task a tid,
+ * twice: it is odd from the commit until the task adopted the thread's
+ * scheduling attributes, affinity, I/O priority and name
+ * (thread_handoff_adopt()), even otherwise. Inherited as even: such a task
+ * does not fork before it adopted them.
  */
-#define PFA_HANDOFF_MOVING	8
-
 static inline bool task_handoff_moving(struct task_struct *p)
 {
-	return IS_ENABLED(CONFIG_THREAD_HANDOFF) &&
-	       test_bit(PFA_HANDOFF_MOVING, &p->atomic_flags);
+#ifdef CONFIG_THREAD_HANDOFF
+	return READ_ONCE(p->handoff_seq) & 1;
+#else
+	return false;
+#endif
 }
 
 #ifdef CONFIG_THREAD_HANDOFF
@@ -126,16 +129,17 @@ int arch_thread_handoff_finish(struct task_struct *src, bool leader);
  * a handoff holds the tid from thread_handoff_commit() on, but has the
  * scheduling attributes, the CPU affinity, the I/O priority and the name
  * (comm) of the thread only once it ran thread_handoff_adopt(), the first
- * thing it does (no blocking work in between); PFA_HANDOFF_MOVING is set on
- * it until then. Whatever sets these through a tid waits on the task it
- * found before it acts (thread_handoff_wait(), or
- * thread_handoff_find_task_by_vpid() for the lookup and the wait), so that
- * the adoption does not overwrite its setting, and calls
- * thread_handoff_moved() after it acted: true means that the task gave the
- * tid away meanwhile (the setting landed on a task that a handoff demoted),
- * and the setting must be made again on the task the tid names now. A
- * setting made on the source before the destination took the attributes is
- * not lost: the destination takes them after the tid moved, under the lock
+ * thing it does (no blocking work in between); its handoff_seq is odd until
+ * then. Whatever sets these through a tid waits on the task it found until
+ * that is even (thread_handoff_wait(), or thread_handoff_find_task_by_vpid()
+ * for the lookup and the wait), takes the count (thread_handoff_settled())
+ * before it acts, so that an adoption does not overwrite its setting, and
+ * calls thread_handoff_moved() after it acted: true means that the task
+ * gave the tid away meanwhile (the setting landed on a task that a handoff
+ * demoted), or took it again in another handoff (which may have overwritten
+ * the setting), and the setting must be made again on the task the tid
+ * names now. A setting made on the source before the destination took it
+ * is not lost: the destination takes it after the tid moved, under the lock
  * the setting takes (the source's pi_lock in the commit for the scheduling
  * attributes and the affinity, its task lock for the I/O priority), or after
  * a full barrier that pairs with the one in thread_handoff_pid_moved() (the
@@ -145,26 +149,37 @@ static inline int thread_handoff_wait(struct task_struct *p)
 {
 	if (p == current)
 		return 0;
-	return wait_var_event_killable(&p->atomic_flags,
+	return wait_var_event_killable(&p->handoff_seq,
 				       !task_handoff_moving(p));
+}
+
+/*
+ * The handoff count of @p, taken into @seq for thread_handoff_moved();
+ * false if a handoff is moving the thread's attributes to @p: wait for it
+ * (thread_handoff_wait()) and take it again.
+ */
+static inline bool thread_handoff_settled(struct task_struct *p, u32 *seq)
+{
+	*seq = smp_load_acquire(&p->handoff_seq);
+	return !(*seq & 1) || p == current;
 }
 
 /*
  * find_task_by_vpid() for a setting through a tid, under rcu_read_lock():
  * while a handoff is moving the thread's attributes to the task it finds, it
  * drops the RCU read lock, waits for the move and looks again. Returns the
- * task, NULL if there is none, or an ERR_PTR() if a fatal signal ended the
- * wait.
+ * task, with its handoff count in @seq, NULL if there is none, or an
+ * ERR_PTR() if a fatal signal ended the wait.
  */
-static inline struct task_struct *thread_handoff_find_task_by_vpid(pid_t nr)
+static inline struct task_struct *
+thread_handoff_find_task_by_vpid(pid_t nr, u32 *seq)
 {
 	struct task_struct *p;
 	int ret;
 
 	RCU_LOCKDEP_WARN(!rcu_read_lock_held(),
 			 "thread_handoff_find_task_by_vpid() needs rcu_read_lock()");
-	while ((p = find_task_by_vpid(nr)) && p != current &&
-	       task_handoff_moving(p)) {
+	while ((p = find_task_by_vpid(nr)) && !thread_handoff_settled(p, seq)) {
 		get_task_struct(p);
 		rcu_read_unlock();
 		ret = thread_handoff_wait(p);
@@ -176,26 +191,34 @@ static inline struct task_struct *thread_handoff_find_task_by_vpid(pid_t nr)
 	return p;
 }
 
-/* thread_handoff_moved() for the task that @pid named when it was looked up */
+/*
+ * thread_handoff_moved() for the task that @pid named when it was looked
+ * up, with the count thread_handoff_settled() took before the setting
+ */
 static inline bool thread_handoff_pid_moved(struct task_struct *p,
-					    struct pid *pid)
+					    struct pid *pid, u32 seq)
 {
 	struct task_struct *q;
 	bool moved;
 
-	if (!pid || p == current)
+	/* a setter that is killed stops following the tid */
+	if (!pid || p == current || fatal_signal_pending(current))
 		return false;
-	/* the caller's setting before the lookup, see thread_handoff_adopt() */
+	/* the caller's setting before the reads, see thread_handoff_adopt() */
 	smp_mb();
 	rcu_read_lock();
 	q = pid_task(pid, PIDTYPE_PID);
-	/* a thread that exited since: what was done stands */
-	moved = q && q != p;
+	/*
+	 * The count through the tid's link: the commit makes it odd before it
+	 * publishes the link. A thread that exited since: what was done stands.
+	 */
+	moved = q && (q != p || READ_ONCE(q->handoff_seq) != seq);
 	rcu_read_unlock();
-	return moved || task_handoff_moving(p);
+	return moved;
 }
 
-static inline bool thread_handoff_moved(struct task_struct *p, pid_t nr)
+static inline bool thread_handoff_moved(struct task_struct *p, pid_t nr,
+					u32 seq)
 {
 	struct pid *pid;
 	bool moved;
@@ -204,7 +227,7 @@ static inline bool thread_handoff_moved(struct task_struct *p, pid_t nr)
 		return false;
 	rcu_read_lock();
 	pid = find_vpid(nr);
-	moved = pid && thread_handoff_pid_moved(p, pid);
+	moved = pid && thread_handoff_pid_moved(p, pid, seq);
 	rcu_read_unlock();
 	return moved;
 }
@@ -254,18 +277,27 @@ static inline int thread_handoff_wait(struct task_struct *p)
 	return 0;
 }
 
-static inline struct task_struct *thread_handoff_find_task_by_vpid(pid_t nr)
+static inline bool thread_handoff_settled(struct task_struct *p, u32 *seq)
 {
+	*seq = 0;
+	return true;
+}
+
+static inline struct task_struct *
+thread_handoff_find_task_by_vpid(pid_t nr, u32 *seq)
+{
+	*seq = 0;
 	return find_task_by_vpid(nr);
 }
 
 static inline bool thread_handoff_pid_moved(struct task_struct *p,
-					    struct pid *pid)
+					    struct pid *pid, u32 seq)
 {
 	return false;
 }
 
-static inline bool thread_handoff_moved(struct task_struct *p, pid_t nr)
+static inline bool thread_handoff_moved(struct task_struct *p, pid_t nr,
+					u32 seq)
 {
 	return false;
 }
