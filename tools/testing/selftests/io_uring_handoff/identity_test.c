@@ -2416,6 +2416,37 @@ static void *race_sched_setters(void *arg)
 }
 
 /*
+ * One race of settings through the tid: a child's thread runs @setter with
+ * @arg, while the child's main thread hands off in long submissions, with
+ * @check after each; @checked counts the checks made.
+ */
+static void setter_race(struct __test_metadata *_metadata,
+			struct scratch_files *sf, bool on, struct race *rc,
+			void *(*setter)(void *), void *arg,
+			void (*check)(struct race *rc), unsigned long *checked)
+{
+	pid_t child;
+	int status;
+
+	child = fork();
+	ASSERT_LE(0, child);
+	if (!child) {
+		pthread_t t;
+
+		ASSERT_EQ(0, pthread_create(&t, NULL, setter, arg));
+		race_long_submissions(_metadata, sf, rc, check);
+		pthread_join(t, NULL);
+		TH_LOG("%lu checks of the settings", *checked);
+		ASSERT_LT(0UL, *checked);
+		_exit(child_status(_metadata));
+	}
+	ASSERT_EQ(child, waitpid(child, &status, 0));
+	race_report(_metadata, rc, on, "settings");
+	ASSERT_TRUE(WIFEXITED(status)) TH_LOG("status %#x", status);
+	ASSERT_EQ(CHILD_OK, WEXITSTATUS(status));
+}
+
+/*
  * Scheduling attributes set through the tid: another thread sets the
  * submitter's nice value (setpriority()), policy (sched_setscheduler()) and
  * CPU affinity (sched_setaffinity()) by its tid, over and over, while the
@@ -2427,29 +2458,10 @@ static void *race_sched_setters(void *arg)
  */
 TEST_F_TIMEOUT(identity, sched_setters_race_handoffs, 120)
 {
-	struct race *rc = race_map(_metadata);
-	pid_t child;
-	int status;
-
-	child = fork();
-	ASSERT_LE(0, child);
-	if (!child) {
-		pthread_t t;
-
-		sched_race.rc = rc;
-		ASSERT_EQ(0, pthread_create(&t, NULL, race_sched_setters,
-					    &sched_race));
-		race_long_submissions(_metadata, &self->files, rc,
-				      sched_race_check);
-		pthread_join(t, NULL);
-		TH_LOG("%lu checks of the settings", sched_race.checked);
-		ASSERT_LT(0UL, sched_race.checked);
-		_exit(child_status(_metadata));
-	}
-	ASSERT_EQ(child, waitpid(child, &status, 0));
-	race_report(_metadata, rc, variant->sysctl, "settings");
-	ASSERT_TRUE(WIFEXITED(status)) TH_LOG("status %#x", status);
-	ASSERT_EQ(CHILD_OK, WEXITSTATUS(status));
+	sched_race.rc = race_map(_metadata);
+	setter_race(_metadata, &self->files, variant->sysctl, sched_race.rc,
+		    race_sched_setters, &sched_race, sched_race_check,
+		    &sched_race.checked);
 }
 
 /*
@@ -2578,29 +2590,10 @@ static void *race_name_setters(void *arg)
  */
 TEST_F_TIMEOUT(identity, name_setters_race_handoffs, 120)
 {
-	struct race *rc = race_map(_metadata);
-	pid_t child;
-	int status;
-
-	child = fork();
-	ASSERT_LE(0, child);
-	if (!child) {
-		pthread_t t;
-
-		name_race.rc = rc;
-		ASSERT_EQ(0, pthread_create(&t, NULL, race_name_setters,
-					    &name_race));
-		race_long_submissions(_metadata, &self->files, rc,
-				      name_race_check);
-		pthread_join(t, NULL);
-		TH_LOG("%lu checks of the settings", name_race.checked);
-		ASSERT_LT(0UL, name_race.checked);
-		_exit(child_status(_metadata));
-	}
-	ASSERT_EQ(child, waitpid(child, &status, 0));
-	race_report(_metadata, rc, variant->sysctl, "settings");
-	ASSERT_TRUE(WIFEXITED(status)) TH_LOG("status %#x", status);
-	ASSERT_EQ(CHILD_OK, WEXITSTATUS(status));
+	name_race.rc = race_map(_metadata);
+	setter_race(_metadata, &self->files, variant->sysctl, name_race.rc,
+		    race_name_setters, &name_race, name_race_check,
+		    &name_race.checked);
 }
 
 static void *race_max_workers(void *arg)
