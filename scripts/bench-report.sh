@@ -130,7 +130,8 @@ def short_label(key):
 class Stat:
     def __init__(self, vals):
         self.n = len(vals)
-        self.mean = statistics.fmean(vals)
+        # the median: under TCG single runs stray by 10-20%, see README.md
+        self.mid = statistics.median(vals)
         self.lo = min(vals)
         self.hi = max(vals)
 
@@ -142,11 +143,11 @@ def stats(key, p):
 
 def cell(s, fmt, unit=""):
     if s.n == 1:
-        return fmt(s.mean)
+        return fmt(s.mid)
     lo, hi = fmt(s.lo), fmt(s.hi)
     if unit:
         lo, hi = lo.rstrip(unit), hi.rstrip(unit) + unit
-    return f"{fmt(s.mean)} ({lo}-{hi})"
+    return f"{fmt(s.mid)} ({lo}-{hi})"
 
 def overlap(a, b):
     return a.n > 1 and b.n > 1 and a.lo <= b.hi and b.lo <= a.hi
@@ -170,9 +171,9 @@ for k, v in meta:
     if v:
         md.append(f"- {k}: {v}")
 md.append("")
-md.append("ops/s and CPU: mean (min-max) over the runs. CPU is the user+system time of the "
+md.append("ops/s and CPU: median (min-max) over the runs. CPU is the user+system time of the "
           "whole process, io-wq workers included, in percent of one CPU. "
-          "change: handoff against baseline, of the means; `~` marks a change whose "
+          "change: handoff against baseline, of the medians; `~` marks a change whose "
           "min-max ranges overlap (within the run-to-run spread).")
 md.append("")
 
@@ -196,8 +197,8 @@ def table(keys, title):
             first = False
         if have_change and "0" in rs and "1" in rs:
             (r0, c0), (r1, c1) = rs["0"], rs["1"]
-            rch = fmt_change(r1.mean, r0.mean) + (" ~" if overlap(r0, r1) else "")
-            cch = fmt_change(c1.mean, c0.mean) + (" ~" if overlap(c0, c1) else "")
+            rch = fmt_change(r1.mid, r0.mid) + (" ~" if overlap(r0, r1) else "")
+            cch = fmt_change(c1.mid, c0.mid) + (" ~" if overlap(c0, c1) else "")
             md.append(f"|  | change | {rch} | {cch} |")
     md.append("")
 
@@ -210,7 +211,7 @@ table([k for k in order if is_ref(k)], "References: IORING_OP_NOP and the synchr
 # QD1 limit: one io_uring round trip (NOP) plus the operation done inline.
 def pooled(key):
     vals = [v[0] for vs in groups[key].values() for v in vs]
-    return statistics.fmean(vals)
+    return statistics.median(vals)
 
 limit_rows = []
 for key in order:
@@ -225,8 +226,8 @@ if limit_rows:
     md.append("")
     md.append("L = 1/(1/NOP + 1/SYS): the rate at QD 1 if each request cost one io_uring "
               "round trip (IORING_OP_NOP) plus the synchronous syscall, i.e. issued inline "
-              "with nothing handed off. NOP and SYS are pooled over all passes (the sysctl "
-              "does not touch them).")
+              "with nothing handed off. NOP and SYS are the medians of all their runs, both "
+              "passes pooled (the sysctl does not touch them).")
     md.append("")
     hdr = "| case | NOP | SYS | L |" + "".join(f" {pass_label(p)} | % of L |" for p in passes)
     md.append(hdr)
@@ -236,7 +237,7 @@ if limit_rows:
         row = f"| {OP_LABEL.get(key[0], key[0])}, {key[1]} | {fmt_rate(nop)} | {fmt_rate(sys_)} | {fmt_rate(lim)} |"
         for p in passes:
             r, _ = stats(key, p)
-            row += f" {fmt_rate(r.mean)} | {fmt_share(r.mean / lim * 100)} |" if r else " | |"
+            row += f" {fmt_rate(r.mid)} | {fmt_share(r.mid / lim * 100)} |" if r else " | |"
         md.append(row)
     md.append("")
 
@@ -302,7 +303,7 @@ svg.append(f'<text x="{left}" y="22" font-size="15" font-weight="bold">'
 sub = " ".join(x for x in (env.get("kernel"), env.get("kconfig") and f"({env['kconfig']} config)") if x)
 if env.get("cpus"):
     sub += f", {env['cpus']} vCPUs"
-sub = (sub + "; " if sub else "") + "log scale, bar: mean, whisker: min-max, label: handoff vs baseline"
+sub = (sub + "; " if sub else "") + "log scale, bar: median, whisker: min-max, label: handoff vs baseline"
 svg.append(f'<text x="{left}" y="40" fill="#555">{esc(sub)}</text>')
 # legend
 lx = left
@@ -337,7 +338,7 @@ for gi, key in enumerate(order):
         if r is None:
             continue
         rs[p] = r
-        yy = y(r.mean)
+        yy = y(r.mid)
         tip = f"{case_label(key)}, {pass_label(p)}: {cell(r, fmt_rate)} ops/s, CPU {cell(c, fmt_pct, '%')}"
         svg.append(f'<rect x="{x:.1f}" y="{yy:.1f}" width="{bar_w - 2}" height="{base_y - yy:.1f}" '
                    f'fill="{color(p)}"><title>{esc(tip)}</title></rect>')
@@ -350,7 +351,7 @@ for gi, key in enumerate(order):
     if "0" in rs and "1" in rs:
         ty = min(y(rs["0"].hi), y(rs["1"].hi)) - 5
         svg.append(f'<text x="{gx + bar_w * len(passes) / 2:.1f}" y="{ty:.1f}" text-anchor="middle" '
-                   f'font-size="10">{esc(fmt_change(rs["1"].mean, rs["0"].mean))}</text>')
+                   f'font-size="10">{esc(fmt_change(rs["1"].mid, rs["0"].mid))}</text>')
     lxx = gx + bar_w * len(passes) / 2
     svg.append(f'<text transform="translate({lxx:.1f},{base_y + 12}) rotate(-45)" text-anchor="end">'
                f'{esc(short_label(key))}</text>')

@@ -4,7 +4,7 @@
 # interleaved; then write bench.md and bench.svg into the run folder
 # ($OUT/bench/<time>/) and print the tables.
 # BENCH=full selects the full matrix; BENCH_CASES="op:fs:qd ..." any list;
-# BENCH_REPS (3), BENCH_SECS (2), HANDOFF_PASSES ("0 1"), BENCH_TIMEOUT (s).
+# BENCH_REPS (5), BENCH_SECS (2), HANDOFF_PASSES ("0 1"), BENCH_TIMEOUT (s).
 # Exit status: non-zero only on a tooling error (build, boot, hang, a failed
 # run, no report); the figures themselves never fail.
 set -euo pipefail
@@ -29,7 +29,7 @@ full) cases=$full_cases ;;
 *) die "BENCH='$BENCH': use BENCH=full, or BENCH_CASES='op:fs:qd ...'" ;;
 esac
 cases=${BENCH_CASES:-$cases}
-reps=${BENCH_REPS:-3}
+reps=${BENCH_REPS:-5}
 secs=${BENCH_SECS:-2}
 case "$reps" in ''|*[!0-9]*|0) die "BENCH_REPS='$reps': a positive number" ;; esac
 [[ "$secs" =~ ^[0-9]+(\.[0-9]+)?$ ]] || die "BENCH_SECS='$secs': seconds"
