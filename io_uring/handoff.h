@@ -15,7 +15,6 @@ extern int sysctl_io_uring_handoff;
 
 /* implemented in io_uring/handoff.rs */
 bool io_handoff_arm(struct io_kiocb *req, bool bound);
-bool io_handoff_disarm(struct task_struct *cur);
 int io_handoff_complete(struct io_kiocb *req, int ret);
 long io_uring_handoff_worker(void);
 void io_handoff_submit_end(void);
@@ -30,6 +29,7 @@ long io_uring_enter_finish(struct io_ring_ctx *ctx, long submitted,
 			   u32 min_complete, u32 flags,
 			   const void __user *argp, size_t argsz);
 void io_handoff_queue_iowq(struct io_kiocb *req);
+void io_handoff_work_get(struct io_kiocb *req);
 void io_handoff_work_put(struct io_kiocb *req);
 void io_req_task_complete(struct io_tw_req tw_req, io_tw_token_t tw);
 void io_req_task_queue_fail(struct io_kiocb *req, int ret);

@@ -186,7 +186,7 @@ unsafe fn restore_signals(ho: &mut Handoff) {
 /// # Safety
 ///
 /// `req` must be a request being issued from `io_submit_sqes()` by `current`, with its ring's
-/// `uring_lock` held. Pairs with [`io_handoff_disarm`].
+/// `uring_lock` held. Pairs with `io_handoff_disarm()` in io_uring/io_uring.c.
 #[export]
 pub unsafe extern "C" fn io_handoff_arm(req: *mut Req, bound: bool) -> bool {
     // SAFETY: `req` was initialised by its submitter, `current`, with its io_uring context, which
@@ -245,33 +245,6 @@ pub unsafe extern "C" fn io_handoff_arm(req: *mut Req, bound: bool) -> bool {
         (*stats).inline_issues = (*stats).inline_issues.wrapping_add(1);
     }
     true
-}
-
-/// Disarms the handoff armed by [`io_handoff_arm`], after the issue returned. Returns true if
-/// `cur`, `current`, handed its identity off during the issue: it is an io-wq worker now, and the
-/// request is its to finish with [`io_handoff_complete`]. The caller passes `current`, which is
-/// cheaper to get in C.
-///
-/// # Safety
-///
-/// `cur` must be `current`, and this must pair with a successful [`io_handoff_arm`] on it.
-#[export]
-pub unsafe extern "C" fn io_handoff_disarm(cur: *mut Task) -> bool {
-    // SAFETY: `cur` is `current`, which changes its own flags and reads its own task_work.
-    unsafe {
-        (*cur).flags &= !bindings::PF_IO_HANDOFF;
-        // Pairs with the barrier in io_wq_task_work_add(): notify work it didn't.
-        bindings::mb();
-        // task_work_pending()
-        if !ptr::read_volatile(ptr::addr_of!((*cur).task_works)).is_null() {
-            bindings::set_notify_signal(cur);
-        }
-        if (*cur).flags & bindings::PF_IO_WORKER != 0 {
-            return true;
-        }
-        (*(*cur).io_uring).handoff.req = ptr::null_mut();
-    }
-    false
 }
 
 /// Ends a submission of `io_uring_enter()` that issued without handing off: restores the signal
@@ -434,7 +407,9 @@ pub unsafe extern "C" fn io_uring_task_sleeping(tsk: *mut Task) {
             return;
         }
         // Claimed, and `dst` pinned: the tid, the signals and the credentials are its from here
-        // on, and the request is ours to finish as a worker.
+        // on, and the request is ours to finish as a worker, holding io-wq's reference on it,
+        // taken before `dst` can run what completes it.
+        bindings::io_handoff_work_get(req);
         bindings::thread_handoff_commit(dst, &mut ho.th);
         ho.src = src;
         ho.prev = tsk;

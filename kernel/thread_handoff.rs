@@ -159,52 +159,128 @@ unsafe fn syscall_user_dispatch(_t: *mut Task) -> bool {
     false
 }
 
+/// Where vetting checks report, see [`source_checks`]. Each check names the refusal it stands for
+/// and whether it failed.
+trait Checks {
+    fn check(&mut self, why: Refusal, failed: bool);
+}
+
+/// Whether any check failed: an `or` per check and no branch, for the common case, where nothing
+/// is refused, on every inline io_uring issue.
+struct AnyFailed(bool);
+
+impl Checks for AnyFailed {
+    #[inline(always)]
+    fn check(&mut self, _why: Refusal, failed: bool) {
+        self.0 |= failed;
+    }
+}
+
+/// The first check that failed, once one did.
+struct FirstFailed(Option<Refusal>);
+
+impl Checks for FirstFailed {
+    #[inline(always)]
+    fn check(&mut self, why: Refusal, failed: bool) {
+        if failed && self.0.is_none() {
+            self.0 = Some(why);
+        }
+    }
+}
+
+/// Runs the checks of [`vet_source`] that read plain fields of `t` into `c`.
+///
+/// Fields read here are only written by the task itself or under locks whose exact value does
+/// not matter for a snapshot: the locked vetting in [`begin`] reads them again.
+///
+/// # Safety
+///
+/// `t` must be `current`.
+#[inline(always)]
+unsafe fn source_checks(t: *mut Task, c: &mut impl Checks) {
+    // SAFETY: `t` is `current`, valid for the whole call.
+    let flags = unsafe { (*t).flags };
+    c.check(
+        Refusal::NotUserTask,
+        flags & (bindings::PF_EXITING | bindings::PF_KTHREAD | bindings::PF_IO_WORKER) != 0,
+    );
+    // SAFETY: `t` is valid; tracees point back at their tracer through `ptraced`.
+    c.check(Refusal::Ptrace, !unsafe {
+        list_empty(addr_of!((*t).ptraced))
+    });
+    // SAFETY: A task always has a signal struct.
+    let sig_flags = unsafe { (*(*t).signal).flags };
+    c.check(
+        Refusal::GroupExit,
+        sig_flags & bindings::SIGNAL_GROUP_EXIT != 0,
+    );
+    // SAFETY: `t` is `current`.
+    unsafe { pinned_checks(t, c) };
+    // SAFETY: `t` is valid.
+    c.check(Refusal::UserDispatch, unsafe { syscall_user_dispatch(t) });
+    // rt_or_dl_task().
+    // SAFETY: `t` is valid.
+    c.check(
+        Refusal::RealTime,
+        unsafe { (*t).prio } < bindings::MAX_RT_PRIO as c_int,
+    );
+    #[cfg(CONFIG_SCHED_CORE)]
+    // SAFETY: `t` is valid.
+    c.check(Refusal::CoreCookie, unsafe { (*t).core_cookie } != 0);
+    #[cfg(CONFIG_KCOV)]
+    // SAFETY: `t` is valid.
+    c.check(Refusal::Kcov, !unsafe { (*t).kcov }.is_null());
+    #[cfg(CONFIG_POSIX_TIMERS)]
+    // SAFETY: `t` is valid.
+    c.check(
+        Refusal::CpuTimers,
+        unsafe { (*t).posix_cputimers.timers_active } != 0,
+    );
+    // SAFETY: `t` is valid.
+    c.check(Refusal::VforkParent, !unsafe { (*t).vfork_done }.is_null());
+    // Only the task itself adds to its creator list (`newseg()`); another thread's IPC_RMID can
+    // empty it at any time, which only turns a refusal into a needless one.
+    #[cfg(CONFIG_SYSVIPC)]
+    // SAFETY: `t` is `current`, its list head initialised at fork.
+    c.check(Refusal::SysvShm, !unsafe {
+        list_empty(addr_of!((*t).sysvshm.shm_clist))
+    });
+    #[cfg(CONFIG_BPF_SYSCALL)]
+    // SAFETY: `t` is valid.
+    c.check(Refusal::BpfStorage, unsafe { has_bpf_storage(t) });
+}
+
+/// Names the first of [`source_checks`] that fails on `t`, off the hot path. A check that failed
+/// a moment ago may pass now: the refusal stands, named after the task.
+///
+/// # Safety
+///
+/// `t` must be `current`.
+#[cold]
+#[inline(never)]
+unsafe fn source_refusal(t: *mut Task) -> Refusal {
+    let mut first = FirstFailed(None);
+    // SAFETY: `t` is `current`.
+    unsafe { source_checks(t, &mut first) };
+    first.0.unwrap_or(Refusal::NotUserTask)
+}
+
 /// Vets the source, `current`, which is about to block.
 ///
 /// # Safety
 ///
 /// `t` must be `current`.
+// Inline: it runs on every inline io_uring issue, through [`thread_handoff_allowed`].
+#[inline(always)]
 unsafe fn vet_source(t: *mut Task) -> Result<(), Refusal> {
-    // SAFETY: `t` is `current`, valid for the whole call; fields read here are only written by
-    // the task itself or under locks whose exact value does not matter for a snapshot.
-    let flags = unsafe { (*t).flags };
-    if flags & (bindings::PF_EXITING | bindings::PF_KTHREAD | bindings::PF_IO_WORKER) != 0 {
-        return Err(Refusal::NotUserTask);
+    let mut any = AnyFailed(false);
+    // SAFETY: `t` is `current`.
+    unsafe { source_checks(t, &mut any) };
+    if any.0 {
+        // SAFETY: `t` is `current`.
+        return Err(unsafe { source_refusal(t) });
     }
-    // SAFETY: As above.
-    if unsafe { (*t).ptrace } != 0 || !unsafe { list_empty(addr_of!((*t).ptraced)) } {
-        return Err(Refusal::Ptrace);
-    }
-    // SAFETY: A user task always has a signal struct.
-    if unsafe { (*(*t).signal).flags } & bindings::SIGNAL_GROUP_EXIT != 0 {
-        return Err(Refusal::GroupExit);
-    }
-    // SAFETY: `t` is valid.
-    unsafe { vet_pinned_state(t) }?;
-    // SAFETY: `t` is valid.
-    if unsafe { syscall_user_dispatch(t) } {
-        return Err(Refusal::UserDispatch);
-    }
-    // rt_or_dl_task(), on the hot path of every inline io_uring issue.
-    // SAFETY: `t` is valid.
-    if unsafe { (*t).prio } < bindings::MAX_RT_PRIO as c_int {
-        return Err(Refusal::RealTime);
-    }
-    #[cfg(CONFIG_SCHED_CORE)]
-    // SAFETY: `t` is valid.
-    if unsafe { (*t).core_cookie } != 0 {
-        return Err(Refusal::CoreCookie);
-    }
-    #[cfg(CONFIG_KCOV)]
-    // SAFETY: `t` is valid.
-    if !unsafe { (*t).kcov }.is_null() {
-        return Err(Refusal::Kcov);
-    }
-    #[cfg(CONFIG_POSIX_TIMERS)]
-    // SAFETY: `t` is valid.
-    if unsafe { (*t).posix_cputimers.timers_active } != 0 {
-        return Err(Refusal::CpuTimers);
-    }
+    // What takes a call or a pointer chase, once the plain fields passed.
     // audit_dummy_context(), with its common case, no context at all, read inline.
     #[cfg(CONFIG_AUDITSYSCALL)]
     // SAFETY: Reads the audit context of `current`, which `t` is.
@@ -220,22 +296,6 @@ unsafe fn vet_source(t: *mut Task) -> Result<(), Refusal> {
             return Err(Refusal::Uretprobe);
         }
     }
-    // SAFETY: `t` is valid.
-    if !unsafe { (*t).vfork_done }.is_null() {
-        return Err(Refusal::VforkParent);
-    }
-    // Only the task itself adds to its creator list (`newseg()`); another thread's IPC_RMID can
-    // empty it at any time, which only turns a refusal into a needless one.
-    #[cfg(CONFIG_SYSVIPC)]
-    // SAFETY: `t` is `current`, its list head initialised at fork.
-    if !unsafe { list_empty(addr_of!((*t).sysvshm.shm_clist)) } {
-        return Err(Refusal::SysvShm);
-    }
-    #[cfg(CONFIG_BPF_SYSCALL)]
-    // SAFETY: `t` is valid.
-    if unsafe { has_bpf_storage(t) } {
-        return Err(Refusal::BpfStorage);
-    }
     // State a security module keeps in the task blob that no worker could take: refused here,
     // before the issue, the request takes the io-wq path (see [`vet_destination`]).
     // SAFETY: `t` is `current`; the hook does not sleep, and a null `dst` asks about `t` alone.
@@ -249,6 +309,29 @@ unsafe fn vet_source(t: *mut Task) -> Result<(), Refusal> {
     Ok(())
 }
 
+/// Runs the checks of the state that can be set up between vetting and blocking into `c`, see
+/// [`vet_pinned_state`].
+///
+/// # Safety
+///
+/// `t` must be `current`.
+#[inline(always)]
+unsafe fn pinned_checks(t: *mut Task, c: &mut impl Checks) {
+    // SAFETY: `t` is `current`.
+    c.check(Refusal::Ptrace, unsafe { (*t).ptrace } != 0);
+    #[cfg(CONFIG_PERF_EVENTS)]
+    // SAFETY: `t` is `current`; only the task itself installs its per-task context.
+    c.check(
+        Refusal::PerfContext,
+        !unsafe { (*t).perf_event_ctxp }.is_null(),
+    );
+    #[cfg(CONFIG_FUTEX)]
+    // SAFETY: `t` is `current`; only the task itself adds PI state it owns.
+    c.check(Refusal::PiFutex, !unsafe {
+        list_empty(addr_of!((*t).futex.pi_state_list))
+    });
+}
+
 /// State that can be set up between vetting and blocking, checked again in
 /// [`thread_handoff_prepare`].
 ///
@@ -256,21 +339,10 @@ unsafe fn vet_source(t: *mut Task) -> Result<(), Refusal> {
 ///
 /// `t` must be `current`.
 unsafe fn vet_pinned_state(t: *mut Task) -> Result<(), Refusal> {
+    let mut first = FirstFailed(None);
     // SAFETY: `t` is `current`.
-    if unsafe { (*t).ptrace } != 0 {
-        return Err(Refusal::Ptrace);
-    }
-    #[cfg(CONFIG_PERF_EVENTS)]
-    // SAFETY: `t` is `current`; only the task itself installs its per-task context.
-    if !unsafe { (*t).perf_event_ctxp }.is_null() {
-        return Err(Refusal::PerfContext);
-    }
-    #[cfg(CONFIG_FUTEX)]
-    // SAFETY: `t` is `current`; only the task itself adds PI state it owns.
-    if !unsafe { list_empty(addr_of!((*t).futex.pi_state_list)) } {
-        return Err(Refusal::PiFutex);
-    }
-    Ok(())
+    unsafe { pinned_checks(t, &mut first) };
+    first.0.map_or(Ok(()), Err)
 }
 
 /// Vets the destination `dst` for the identity of the source `src`.
