@@ -15,12 +15,19 @@ extern int sysctl_io_uring_handoff;
 
 /* implemented in io_uring/handoff.rs */
 bool io_handoff_arm(struct io_kiocb *req, bool bound);
-int io_handoff_complete(struct io_kiocb *req, int ret);
 long io_uring_handoff_worker(void);
 void io_handoff_submit_end(void);
-void io_handoff_tw_moved(struct io_uring_task *tctx, struct task_struct *task);
-void io_handoff_refused(struct io_kiocb *req, enum io_handoff_refusal why);
+
+/* the fdinfo names of enum io_handoff_refusal */
+extern const char * const io_handoff_refusal_names[IO_HANDOFF_NR_REFUSALS];
 #endif
+
+/* what io_handoff_count() counts, see struct io_handoff_stats */
+enum io_handoff_event {
+	IO_HANDOFF_E_INLINE,
+	IO_HANDOFF_E_HANDOFF,
+	IO_HANDOFF_E_RESUMED,
+};
 
 /* implemented by the io_uring core, for handoff.rs */
 int io_submit_sqes(struct io_ring_ctx *ctx, unsigned int nr);
@@ -28,10 +35,16 @@ unsigned int io_submit_sqes_abandon(struct io_ring_ctx *ctx);
 long io_uring_enter_finish(struct io_ring_ctx *ctx, long submitted,
 			   u32 min_complete, u32 flags,
 			   const void __user *argp, size_t argsz);
-void io_handoff_queue_iowq(struct io_kiocb *req);
 void io_handoff_work_get(struct io_kiocb *req);
-void io_handoff_work_put(struct io_kiocb *req);
-void io_req_task_complete(struct io_tw_req tw_req, io_tw_token_t tw);
-void io_req_task_queue_fail(struct io_kiocb *req, int ret);
+int io_handoff_complete(struct io_kiocb *req, int ret);
+void io_handoff_refused(struct io_kiocb *req, enum io_handoff_refusal why);
+void io_handoff_count(struct io_ring_ctx *ctx, enum io_handoff_event what);
+bool io_handoff_ring_busy(struct io_ring_ctx *ctx);
+void io_handoff_lock_ring(struct io_ring_ctx *ctx);
+void io_handoff_unlock_ring(struct io_ring_ctx *ctx);
+void io_handoff_syscall_return(long ret);
+unsigned int io_tctx_handoff(struct io_uring_task *tctx,
+			     struct task_struct *src, struct task_struct *dst);
+void io_handoff_tw_moved(struct io_uring_task *tctx, struct task_struct *task);
 
 #endif

@@ -13,11 +13,14 @@
 //!
 //! The claimer runs in the scheduler's pre-sleep hook: nothing here sleeps, allocates or panics.
 
-use core::{mem::offset_of, ptr};
+use core::ptr;
 use kernel::{
     bindings,
     prelude::*,
-    sync::atomic::{Acquire, Atomic},
+    sync::{
+        atomic::{Acquire, Atomic},
+        RawSpinLock,
+    },
 };
 
 type Task = bindings::task_struct;
@@ -41,21 +44,6 @@ unsafe fn acct_of(wq: *mut Wq, bound: bool) -> *mut Acct {
     };
     // SAFETY: `wq` is valid and `idx` is one of the two pool indices.
     unsafe { ptr::addr_of_mut!((*wq).acct[idx as usize]) }
-}
-
-/// An `hlist_nulls` ends in an odd "nulls" marker rather than in NULL.
-fn is_a_nulls(node: *const bindings::hlist_nulls_node) -> bool {
-    (node as usize) & 1 != 0
-}
-
-/// Tests bit `nr` of a worker or pool flags word.
-///
-/// # Safety
-///
-/// `word` must point to a valid `unsigned long`.
-unsafe fn test_bit(nr: u32, word: *const c_ulong) -> bool {
-    // SAFETY: `word` is valid; test_bit() is an atomic read.
-    unsafe { bindings::test_bit(nr as c_ulong, word) }
 }
 
 /// Takes the `pi_lock` of `task` if it is off its CPU and asleep: then nothing can wake it (wake
@@ -102,21 +90,22 @@ unsafe fn claim_in(
 ) -> *mut Task {
     let mut found = ptr::null_mut();
 
-    // SAFETY: The lock is initialised with the pool; the free list and the worker fields used
-    // below are protected by it.
+    // SAFETY: `acct` is a pool of the live `wq`; its lock was initialised with the pool and
+    // protects the free list and the worker fields used below. Interrupts are off.
+    let guard =
+        unsafe { RawSpinLock::<()>::from_raw(ptr::addr_of_mut!((*acct).workers_lock)) }.lock();
+    // SAFETY: Under the lock, the free list and the workers on it are valid; the flag words are
+    // changed with atomic bit operations, `test_bit()` reads them atomically; `task` is valid as
+    // long as its worker is on the list, and pinned if `pin_asleep()` says so.
     unsafe {
-        bindings::raw_spin_lock(ptr::addr_of_mut!((*acct).workers_lock));
-        if !test_bit(bindings::IO_WQ_BIT_EXIT, ptr::addr_of!((*wq).state)) {
+        if !bindings::test_bit(bindings::IO_WQ_BIT_EXIT.into(), ptr::addr_of!((*wq).state)) {
             let mut node = (*acct).free_list.first;
-            while !is_a_nulls(node) {
-                let worker = node
-                    .cast::<u8>()
-                    .sub(offset_of!(Worker, nulls_node))
-                    .cast::<Worker>();
+            while !bindings::is_a_nulls(node) {
+                let worker: *mut Worker = kernel::container_of!(node, Worker, nulls_node);
                 node = (*node).next;
 
-                if !test_bit(
-                    bindings::IO_WORKER_F_IDLE_SLEEP,
+                if !bindings::test_bit(
+                    bindings::IO_WORKER_F_IDLE_SLEEP.into(),
                     ptr::addr_of!((*worker).flags),
                 ) {
                     continue;
@@ -126,7 +115,7 @@ unsafe fn claim_in(
                     continue;
                 }
                 bindings::clear_bit(
-                    bindings::IO_WORKER_F_FREE as c_ulong,
+                    bindings::IO_WORKER_F_FREE.into(),
                     ptr::addr_of_mut!((*worker).flags),
                 );
                 bindings::hlist_nulls_del_init_rcu(ptr::addr_of_mut!((*worker).nulls_node));
@@ -140,8 +129,8 @@ unsafe fn claim_in(
                 break;
             }
         }
-        bindings::raw_spin_unlock(ptr::addr_of_mut!((*acct).workers_lock));
     }
+    drop(guard);
     found
 }
 

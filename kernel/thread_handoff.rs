@@ -29,7 +29,12 @@ use kernel::{
     bindings,
     cpumask::Cpumask,
     prelude::*,
-    sync::atomic::{Atomic, Relaxed, Release},
+    signal::{SigSet, Signal},
+    sync::{
+        atomic::{Atomic, Relaxed, Release},
+        barrier::{smp_mb, Full},
+        RawSpinLock, RawSpinLockIrqSave,
+    },
 };
 
 type Task = bindings::task_struct;
@@ -47,6 +52,26 @@ unsafe fn handoff_seq<'a>(t: *mut Task) -> &'a Atomic<u32> {
     // `smp_load_acquire()`), but for the copy into a child forked by the task itself, which
     // neither a commit nor an adoption runs for meanwhile.
     unsafe { Atomic::from_ptr(addr_of_mut!((*t).handoff_seq)) }
+}
+
+/// The `pi_lock` of `t`, taken with interrupts off already.
+///
+/// # Safety
+///
+/// `t` must be valid for `'a`.
+unsafe fn pi_lock<'a>(t: *mut Task) -> &'a RawSpinLock<()> {
+    // SAFETY: `t` is valid for `'a`, and fork initialised its `pi_lock`.
+    unsafe { RawSpinLock::from_raw(addr_of_mut!((*t).pi_lock)) }
+}
+
+/// The `pi_lock` of `t`, taken with the interrupt state saved and interrupts off.
+///
+/// # Safety
+///
+/// `t` must be valid for `'a`.
+unsafe fn pi_lock_irqsave<'a>(t: *mut Task) -> &'a RawSpinLockIrqSave<()> {
+    // SAFETY: `t` is valid for `'a`, and fork initialised its `pi_lock`.
+    unsafe { RawSpinLockIrqSave::from_raw(addr_of_mut!((*t).pi_lock)) }
 }
 
 /// Prefix of this crate's log messages, for the `pr_*!` macros.
@@ -206,7 +231,7 @@ unsafe fn source_checks(t: *mut Task, c: &mut impl Checks) {
     );
     // SAFETY: `t` is valid; tracees point back at their tracer through `ptraced`.
     c.check(Refusal::Ptrace, !unsafe {
-        list_empty(addr_of!((*t).ptraced))
+        bindings::list_empty(addr_of!((*t).ptraced))
     });
     // SAFETY: A task always has a signal struct.
     let sig_flags = unsafe { (*(*t).signal).flags };
@@ -243,7 +268,7 @@ unsafe fn source_checks(t: *mut Task, c: &mut impl Checks) {
     #[cfg(CONFIG_SYSVIPC)]
     // SAFETY: `t` is `current`, its list head initialised at fork.
     c.check(Refusal::SysvShm, !unsafe {
-        list_empty(addr_of!((*t).sysvshm.shm_clist))
+        bindings::list_empty(addr_of!((*t).sysvshm.shm_clist))
     });
     #[cfg(CONFIG_BPF_SYSCALL)]
     // SAFETY: `t` is valid.
@@ -328,7 +353,7 @@ unsafe fn pinned_checks(t: *mut Task, c: &mut impl Checks) {
     #[cfg(CONFIG_FUTEX)]
     // SAFETY: `t` is `current`; only the task itself adds PI state it owns.
     c.check(Refusal::PiFutex, !unsafe {
-        list_empty(addr_of!((*t).futex.pi_state_list))
+        bindings::list_empty(addr_of!((*t).futex.pi_state_list))
     });
 }
 
@@ -345,14 +370,68 @@ unsafe fn vet_pinned_state(t: *mut Task) -> Result<(), Refusal> {
     first.0.map_or(Ok(()), Err)
 }
 
+/// What [`vet_destination`] compares of a task: pointers that are only compared, never
+/// dereferenced, and flags, each read once.
+struct Shared {
+    flags: c_uint,
+    ptrace: c_uint,
+    signal: *mut bindings::signal_struct,
+    pending_list_empty: bool,
+    pending: SigSet,
+    context: [*mut c_void; 4],
+    #[cfg(CONFIG_SECCOMP)]
+    seccomp: (c_int, *mut bindings::seccomp_filter),
+    #[cfg(CONFIG_SYSVIPC)]
+    undo_list: *mut bindings::sem_undo_list,
+}
+
+impl Shared {
+    /// Reads what [`vet_destination`] compares of `t`.
+    ///
+    /// # Safety
+    ///
+    /// `t` must be a valid task.
+    unsafe fn of(t: *mut Task) -> Self {
+        /// READ_ONCE() of a field of `t`.
+        macro_rules! once {
+            ($($field:tt)+) => {
+                ptr::read_volatile(addr_of!((*t).$($field)+))
+            };
+        }
+        // SAFETY: `t` is valid; each field is read once, volatile, and not dereferenced.
+        unsafe {
+            Self {
+                flags: once!(flags),
+                ptrace: once!(ptrace),
+                signal: once!(signal),
+                pending_list_empty: bindings::list_empty(addr_of!((*t).pending.list)),
+                pending: SigSet::from_raw(once!(pending.signal)),
+                context: [
+                    once!(mm).cast(),
+                    once!(files).cast(),
+                    once!(fs).cast(),
+                    once!(nsproxy).cast(),
+                ],
+                #[cfg(CONFIG_SECCOMP)]
+                seccomp: (once!(seccomp.mode), once!(seccomp.filter)),
+                #[cfg(CONFIG_SYSVIPC)]
+                undo_list: once!(sysvsem.undo_list),
+            }
+        }
+    }
+}
+
 /// Vets the destination `dst` for the identity of the source `src`.
 ///
 /// # Safety
 ///
-/// `src` must be `current` and `dst` a valid task.
+/// `src` must be `current`, or the parked source of the handoff `current` passes on; `dst` a
+/// valid task.
 unsafe fn vet_destination(src: *mut Task, dst: *mut Task) -> Result<(), Refusal> {
-    // SAFETY: Both tasks are valid for the call.
-    let (s, d) = unsafe { (&*src, &*dst) };
+    // SAFETY: `src` and `dst` are valid; each field is read once, volatile, as
+    // READ_ONCE() in C: the other tasks and the destination may change some of them meanwhile
+    // (the destination its own context while it runs; the claim pins it and checks again).
+    let (s, d) = unsafe { (Shared::of(src), Shared::of(dst)) };
     if d.flags & bindings::PF_EXITING != 0 || d.ptrace != 0 {
         return Err(Refusal::NotUserTask);
     }
@@ -361,17 +440,14 @@ unsafe fn vet_destination(src: *mut Task, dst: *mut Task) -> Result<(), Refusal>
     }
     // Signals sent to the worker's tid stay the worker's: they must not become the thread's. A
     // snapshot; at the claim, the siglock held makes it exact.
-    // SAFETY: `dst` is valid and its pending list initialised.
-    if unsafe { !list_empty(addr_of!(d.pending.list)) }
-        || d.pending.signal.sig.iter().any(|&w| w != 0)
-    {
+    if !d.pending_list_empty || !d.pending.is_empty() {
         return Err(Refusal::PendingSignals);
     }
     // SAFETY: `dst` is valid.
     if unsafe { syscall_user_dispatch(dst) } {
         return Err(Refusal::UserDispatch);
     }
-    if s.mm != d.mm || s.files != d.files || s.fs != d.fs || s.nsproxy != d.nsproxy {
+    if s.context != d.context {
         return Err(Refusal::OtherContext);
     }
     // SAFETY: Both tasks are valid.
@@ -389,11 +465,11 @@ unsafe fn vet_destination(src: *mut Task, dst: *mut Task) -> Result<(), Refusal>
         return Err(Refusal::Speculation);
     }
     #[cfg(CONFIG_SECCOMP)]
-    if s.seccomp.mode != d.seccomp.mode || s.seccomp.filter != d.seccomp.filter {
+    if s.seccomp != d.seccomp {
         return Err(Refusal::Seccomp);
     }
     #[cfg(CONFIG_SYSVIPC)]
-    if s.sysvsem.undo_list != d.sysvsem.undo_list {
+    if s.undo_list != d.undo_list {
         return Err(Refusal::SysvSem);
     }
     #[cfg(CONFIG_BPF_SYSCALL)]
@@ -401,13 +477,10 @@ unsafe fn vet_destination(src: *mut Task, dst: *mut Task) -> Result<(), Refusal>
     if unsafe { has_bpf_storage(dst) } {
         return Err(Refusal::BpfStorage);
     }
-    // SAFETY: The credentials are RCU protected; the read side section covers both reads.
-    let same_ns = unsafe {
-        bindings::rcu_read_lock();
-        let same = (*s.real_cred).user_ns == (*d.real_cred).user_ns;
-        bindings::rcu_read_unlock();
-        same
-    };
+    let rcu = kernel::sync::rcu::read_lock();
+    // SAFETY: Both tasks are valid, and their credentials RCU protected: live while `rcu` is.
+    let same_ns = unsafe { (*(*src).real_cred).user_ns == (*(*dst).real_cred).user_ns };
+    drop(rcu);
     if !same_ns {
         return Err(Refusal::UserNs);
     }
@@ -455,17 +528,6 @@ unsafe fn has_bpf_storage(t: *mut Task) -> bool {
     !unsafe { ptr::read_volatile(addr_of!((*t).bpf_storage)) }.is_null()
 }
 
-/// `list_empty()`, a single `READ_ONCE()` of the head's next pointer.
-///
-/// # Safety
-///
-/// `head` must point to an initialised list head.
-unsafe fn list_empty(head: *const bindings::list_head) -> bool {
-    // SAFETY: `head` is valid; the read is a plain snapshot, as in C.
-    let next = unsafe { ptr::read_volatile(addr_of!((*head).next)) };
-    ptr::eq(next.cast_const(), head)
-}
-
 /// Reads the per-thread accounting of `p` that follows its tid.
 ///
 /// # Safety
@@ -500,19 +562,19 @@ unsafe fn acct_read(p: *mut Task) -> bindings::thread_handoff_acct {
 ///
 /// `p` must be a valid task and interrupts off; `f` must not sleep.
 #[cfg(not(CONFIG_VIRT_CPU_ACCOUNTING_NATIVE))]
-unsafe fn with_prev_cputime<R>(
-    p: *mut Task,
-    f: impl FnOnce(&mut bindings::prev_cputime) -> R,
-) -> R {
-    // SAFETY: `p` is valid; the raw lock protects the split.
-    let prev = unsafe { addr_of_mut!((*p).prev_cputime) };
-    // SAFETY: The lock was initialised by fork; interrupts are off, as cputime_adjust() has them.
-    unsafe { bindings::raw_spin_lock(addr_of_mut!((*prev).lock)) };
-    // SAFETY: Under the lock.
-    let ret = f(unsafe { &mut *prev });
-    // SAFETY: Taken above.
-    unsafe { bindings::raw_spin_unlock(addr_of_mut!((*prev).lock)) };
-    ret
+unsafe fn with_prev_cputime<R>(p: *mut Task, f: impl FnOnce(&mut u64, &mut u64) -> R) -> R {
+    // SAFETY: `p` is valid for the call and the lock was initialised by fork; interrupts are off,
+    // as cputime_adjust() has them.
+    let lock = unsafe { RawSpinLock::<()>::from_raw(addr_of_mut!((*p).prev_cputime.lock)) };
+    let _guard = lock.lock();
+    // SAFETY: Under the lock, which protects the split, nothing else accesses the two fields.
+    let (utime, stime) = unsafe {
+        (
+            &mut *addr_of_mut!((*p).prev_cputime.utime),
+            &mut *addr_of_mut!((*p).prev_cputime.stime),
+        )
+    };
+    f(utime, stime)
 }
 
 /// Keeps the sums over the thread group what they were when the per-thread accounting of a task
@@ -582,7 +644,7 @@ unsafe fn rebalance(
 #[cfg(not(CONFIG_VIRT_CPU_ACCOUNTING_NATIVE))]
 unsafe fn split_read(p: *mut Task) -> (u64, u64) {
     // SAFETY: Per the contract.
-    unsafe { with_prev_cputime(p, |prev| (prev.utime, prev.stime)) }
+    unsafe { with_prev_cputime(p, |utime, stime| (*utime, *stime)) }
 }
 
 /// Makes a split read by [`split_read`] the one reported for `p`, along with the times
@@ -595,9 +657,9 @@ unsafe fn split_read(p: *mut Task) -> (u64, u64) {
 unsafe fn split_set(p: *mut Task, (utime, stime): (u64, u64)) {
     // SAFETY: Per the contract.
     unsafe {
-        with_prev_cputime(p, |prev| {
-            prev.utime = utime;
-            prev.stime = stime;
+        with_prev_cputime(p, |u, s| {
+            *u = utime;
+            *s = stime;
         })
     }
 }
@@ -729,11 +791,11 @@ unsafe fn move_signals(dst: *mut Task, src: *mut Task) {
         (*dst).restart_block = (*src).restart_block;
 
         // Like an io-wq worker: everything blocked but SIGKILL and SIGSTOP.
-        let keep = sigmask(bindings::SIGKILL) | sigmask(bindings::SIGSTOP);
-        for (i, w) in (*src).blocked.sig.iter_mut().enumerate() {
-            *w = if i == 0 { !keep } else { !0 };
-        }
-        (*src).real_blocked.sig.fill(0);
+        (*src).blocked = SigSet::full()
+            .without(Signal::KILL)
+            .without(Signal::STOP)
+            .into_raw();
+        (*src).real_blocked = SigSet::empty().into_raw();
         // sas_ss_reset()
         (*src).sas_ss_sp = 0;
         (*src).sas_ss_size = 0;
@@ -743,27 +805,12 @@ unsafe fn move_signals(dst: *mut Task, src: *mut Task) {
             addr_of_mut!((*src).pending.list),
             addr_of_mut!((*dst).pending.list),
         );
-        let from = (*src).pending.signal.sig;
-        for (w, f) in (*dst).pending.signal.sig.iter_mut().zip(from) {
-            *w |= f;
-        }
-        (*src).pending.signal.sig.fill(0);
+        let pending = SigSet::from_raw((*src).pending.signal);
+        (*dst).pending.signal = SigSet::from_raw((*dst).pending.signal)
+            .union(&pending)
+            .into_raw();
+        (*src).pending.signal = SigSet::empty().into_raw();
     }
-}
-
-/// `sigmask()`: the bit of signal `sig` in the first word of a `sigset_t`.
-const fn sigmask(sig: u32) -> c_ulong {
-    1 << (sig - 1)
-}
-
-/// `container_of()` for a task on a list through the field at `offset`.
-///
-/// # Safety
-///
-/// `node` must point to the list head at `offset` inside a `task_struct`.
-unsafe fn task_of(node: *mut bindings::list_head, offset: usize) -> *mut Task {
-    // SAFETY: `node` lies `offset` bytes into a task, per the caller.
-    unsafe { node.byte_sub(offset).cast() }
 }
 
 /// Makes `dst` the thread group leader in place of `src`, like de_thread() does for exec.
@@ -800,11 +847,11 @@ unsafe fn move_leadership(dst: *mut Task, src: *mut Task) {
         bindings::list_replace_init(addr_of_mut!((*src).sibling), addr_of_mut!((*dst).sibling));
 
         let head = addr_of_mut!((*(*dst).signal).thread_head);
-        let offset = core::mem::offset_of!(Task, thread_node);
         let mut node = (*head).next;
         while !ptr::eq(node, head) {
+            let task: *mut Task = kernel::container_of!(node, Task, thread_node);
             // WRITE_ONCE(): task_lock_group_leader() reads it without `tasklist_lock`.
-            ptr::write_volatile(addr_of_mut!((*task_of(node, offset)).group_leader), dst);
+            ptr::write_volatile(addr_of_mut!((*task).group_leader), dst);
             node = (*node).next;
         }
 
@@ -822,10 +869,9 @@ unsafe fn move_children(dst: *mut Task, src: *mut Task) {
     // SAFETY: Under `tasklist_lock`, which protects the children lists and parent pointers.
     unsafe {
         let head = addr_of_mut!((*src).children);
-        let offset = core::mem::offset_of!(Task, sibling);
         let mut node = (*head).next;
         while !ptr::eq(node, head) {
-            let child = task_of(node, offset);
+            let child: *mut Task = kernel::container_of!(node, Task, sibling);
             ptr::write_volatile(addr_of_mut!((*child).real_parent), dst);
             if ptr::eq((*child).parent, src) {
                 ptr::write_volatile(addr_of_mut!((*child).parent), dst);
@@ -895,19 +941,14 @@ unsafe fn move_futex(dst: *mut Task, src: *mut Task) {
 ///
 /// `dst` must be `current`, `src` a parked task.
 unsafe fn move_rseq(dst: *mut Task, src: *mut Task) {
+    let _ = dst;
     #[cfg(CONFIG_RSEQ)]
-    // SAFETY: The rseq state is also read from interrupt context (preemption notifiers): move it
-    // with interrupts off, then make the return to userspace refresh the user copy.
+    // SAFETY: `dst` is `current`, `src` parked until this returns.
     unsafe {
-        bindings::local_irq_disable();
-        (*dst).rseq = ptr::replace(addr_of_mut!((*src).rseq), core::mem::zeroed());
-        (*src).rseq.ids.__bindgen_anon_1.__bindgen_anon_1.cpu_id =
-            bindings::rseq_cpu_id_state_RSEQ_CPU_ID_UNINITIALIZED as u32;
-        bindings::local_irq_enable();
-        bindings::rseq_force_update();
-    }
+        bindings::rseq_handoff_move(src)
+    };
     #[cfg(not(CONFIG_RSEQ))]
-    let _ = (dst, src);
+    let _ = src;
 }
 
 /// Copies the plain per-task attributes of the identity, the ones read through the tid (`/proc`,
@@ -1128,15 +1169,12 @@ fn reset_own_clamps(_attr: &mut bindings::sched_attr, _have: &bindings::sched_at
 ///
 /// `dst` must be `current`.
 unsafe fn move_sched(dst: *mut Task, want: &bindings::sched_attr) {
-    // SAFETY: `dst` is valid; its `pi_lock` serializes with changes of its attributes (a setting
-    // through the tid a worker had before it was claimed may still land on it).
-    let lock = unsafe { addr_of_mut!((*dst).pi_lock) };
-    // SAFETY: Paired with the unlock below; nothing in between sleeps.
-    let flags = unsafe { bindings::raw_spin_lock_irqsave(lock) };
+    // SAFETY: `dst` is `current`. Its `pi_lock` serializes with changes of its attributes (a
+    // setting through the tid a worker had before it was claimed may still land on it).
+    let guard = unsafe { pi_lock_irqsave(dst) }.lock();
     // SAFETY: `dst` is valid, its `pi_lock` held.
     let have = unsafe { sched_attr_of(dst) };
-    // SAFETY: Taken above.
-    unsafe { bindings::raw_spin_unlock_irqrestore(lock, flags) };
+    drop(guard);
     if same_sched_attr(want, &have) {
         return;
     }
@@ -1174,16 +1212,13 @@ unsafe fn requested_cpus<'a>(t: *mut Task) -> &'a Cpumask {
 ///
 /// `dst` must be `current`.
 unsafe fn move_affinity(dst: *mut Task, mask: &Cpumask) {
-    // SAFETY: `dst` is valid; its `pi_lock` serializes with changes of its masks.
-    let lock = unsafe { addr_of_mut!((*dst).pi_lock) };
-    // SAFETY: Paired with the unlock below; nothing in between sleeps.
-    let flags = unsafe { bindings::raw_spin_lock_irqsave(lock) };
+    // SAFETY: `dst` is `current`. Its `pi_lock` serializes with changes of its masks.
+    let guard = unsafe { pi_lock_irqsave(dst) }.lock();
     // SAFETY: `dst` is valid, its `pi_lock` held while the mask is compared.
     let have = unsafe { requested_cpus(dst) };
     // SAFETY: Both masks are valid cpumasks.
     let same = unsafe { bindings::cpumask_equal(have.as_raw(), mask.as_raw()) };
-    // SAFETY: Taken above.
-    unsafe { bindings::raw_spin_unlock_irqrestore(lock, flags) };
+    drop(guard);
     if same {
         return;
     }
@@ -1316,18 +1351,16 @@ unsafe fn begin(src: *mut Task, th: &mut bindings::thread_handoff) -> Result<(),
 unsafe fn bar_pi_waiters(t: *mut Task) -> Result<(), Refusal> {
     #[cfg(CONFIG_FUTEX)]
     {
-        // SAFETY: `pi_lock` protects the PI state list and the futex state.
-        let lock = unsafe { addr_of_mut!((*t).pi_lock) };
-        // SAFETY: Interrupts are off already (`tasklist_lock`).
-        unsafe { bindings::raw_spin_lock(lock) };
+        // SAFETY: `t` is `current`. Its `pi_lock` protects the PI state list and the futex state;
+        // interrupts are off already (`tasklist_lock`).
+        let guard = unsafe { pi_lock(t) }.lock();
         // SAFETY: Under `pi_lock`.
-        let owner = !unsafe { list_empty(addr_of!((*t).futex.pi_state_list)) };
+        let owner = !unsafe { bindings::list_empty(addr_of!((*t).futex.pi_state_list)) };
         if !owner {
             // SAFETY: Under `pi_lock`.
             unsafe { (*t).futex.state = bindings::FUTEX_STATE_EXITING };
         }
-        // SAFETY: Taken above.
-        unsafe { bindings::raw_spin_unlock(lock) };
+        drop(guard);
         if owner {
             return Err(Refusal::PiFutex);
         }
@@ -1352,10 +1385,8 @@ unsafe fn bar_pi_waiters(t: *mut Task) -> Result<(), Refusal> {
 ///
 /// `t` must be `current`, with interrupts off.
 unsafe fn allow_pi_waiters(t: *mut Task, th: Option<&mut bindings::thread_handoff>) {
-    // SAFETY: `t` is valid; the lock is its own.
-    let lock = unsafe { addr_of_mut!((*t).pi_lock) };
-    // SAFETY: Interrupts are off, as for every `pi_lock` holder.
-    unsafe { bindings::raw_spin_lock(lock) };
+    // SAFETY: `t` is `current`; interrupts are off, as for every `pi_lock` holder.
+    let guard = unsafe { pi_lock(t) }.lock();
     #[cfg(CONFIG_FUTEX)]
     // SAFETY: `pi_lock` protects the futex state.
     unsafe {
@@ -1369,8 +1400,7 @@ unsafe fn allow_pi_waiters(t: *mut Task, th: Option<&mut bindings::thread_handof
         // SAFETY: `th.user_mask` is a valid cpumask, only borrowed here.
         from.copy(unsafe { Cpumask::from_raw_mut(&mut th.user_mask) });
     }
-    // SAFETY: Taken above.
-    unsafe { bindings::raw_spin_unlock(lock) };
+    drop(guard);
 }
 
 /// Drops the locks [`begin`] took.
@@ -1478,8 +1508,7 @@ unsafe fn commit(dst: *mut Task, src: *mut Task, th: &mut bindings::thread_hando
 unsafe fn wake_settings(t: *mut Task) {
     // The count is even before a waiter is looked for: pairs with the barrier of the waiter's
     // prepare_to_wait_event() (wait_var_event()).
-    // SAFETY: A full memory barrier has no preconditions.
-    unsafe { bindings::smp_mb() };
+    smp_mb(Full);
     // SAFETY: `t` is valid; the address is only a key for the wait queue.
     unsafe { bindings::wake_up_var(addr_of_mut!((*t).handoff_seq).cast()) };
 }
@@ -1527,8 +1556,7 @@ pub unsafe extern "C" fn thread_handoff_adopt(th: *const bindings::thread_handof
     // moved, which the commit did before it released `cur`. The other settings are ordered by
     // the locks they take, and by the count, which the commit made odd before it published
     // the tid's new link.
-    // SAFETY: A full memory barrier has no preconditions.
-    unsafe { bindings::smp_mb() };
+    smp_mb(Full);
     // SAFETY: `cur` is `current`.
     unsafe { move_sched(cur, &th.sched) };
     // SAFETY: `cur` is `current`; `th.user_mask` is a valid cpumask for as long as `th` is
@@ -1540,8 +1568,7 @@ pub unsafe extern "C" fn thread_handoff_adopt(th: *const bindings::thread_handof
     unsafe { move_comm(cur, src) };
     // The settings that wait take the `pi_lock` and the run queue lock of `cur`, as the moves
     // above did; the barrier orders those before the count.
-    // SAFETY: A full memory barrier has no preconditions.
-    unsafe { bindings::smp_mb() };
+    smp_mb(Full);
     // SAFETY: `cur` is `current`, valid.
     let seq = unsafe { handoff_seq(cur) };
     // Even: the settings that take it with acquire see the moves above.
@@ -1561,11 +1588,12 @@ pub unsafe extern "C" fn thread_handoff_allowed(src: *mut Task) -> bool {
     unsafe { vet_source(src) }.is_ok()
 }
 
-/// Returns whether `dst` can take over the identity of `src`, which must be `current`.
+/// Returns whether `dst` can take over the identity of `src`.
 ///
 /// # Safety
 ///
-/// `src` must be `current`, `dst` a valid task.
+/// `src` must be `current`, or the task whose identity is in flight, parked in a handoff that
+/// `current` passes on; `dst` a valid task.
 #[export]
 pub unsafe extern "C" fn thread_handoff_compatible(src: *mut Task, dst: *mut Task) -> bool {
     // SAFETY: Per the contract.
@@ -1929,18 +1957,9 @@ mod tests {
     ///
     /// `t` must be a valid task; `f` must not sleep.
     unsafe fn pinned<R>(t: *mut Task, f: impl FnOnce() -> R) -> R {
-        // SAFETY: `t` is valid.
-        let lock = unsafe { addr_of_mut!((*t).pi_lock) };
-        // SAFETY: Paired with the enable below, no sleeping in between.
-        unsafe { bindings::local_irq_disable() };
-        // SAFETY: `pi_lock` was initialised by fork; paired with the unlock below.
-        unsafe { bindings::raw_spin_lock(lock) };
-        let ret = f();
-        // SAFETY: Taken above.
-        unsafe { bindings::raw_spin_unlock(lock) };
-        // SAFETY: Paired with the disable above.
-        unsafe { bindings::local_irq_enable() };
-        ret
+        // SAFETY: `t` is valid for the call.
+        let _guard = unsafe { pi_lock_irqsave(t) }.lock();
+        f()
     }
 
     /// Sets `prev_cputime` of `t` under its lock, with interrupts off as in [`acct_read`].
@@ -1949,21 +1968,10 @@ mod tests {
     ///
     /// `t` must be a valid task.
     #[cfg(not(CONFIG_VIRT_CPU_ACCOUNTING_NATIVE))]
-    unsafe fn set_prev_cputime(t: *mut Task, (utime, stime): (u64, u64)) {
-        // SAFETY: `t` is valid.
-        let lock = unsafe { addr_of_mut!((*t).prev_cputime.lock) };
-        // SAFETY: Paired with the enable below, no sleeping in between.
-        unsafe { bindings::local_irq_disable() };
-        // SAFETY: `lock` was initialised by fork; paired with the unlock below.
-        unsafe { bindings::raw_spin_lock(lock) };
-        // SAFETY: The lock protects the field.
-        unsafe { (*t).prev_cputime.utime = utime };
-        // SAFETY: As above.
-        unsafe { (*t).prev_cputime.stime = stime };
-        // SAFETY: Taken above.
-        unsafe { bindings::raw_spin_unlock(lock) };
-        // SAFETY: Paired with the disable above.
-        unsafe { bindings::local_irq_enable() };
+    unsafe fn set_prev_cputime(t: *mut Task, split: (u64, u64)) {
+        let _irq_off = kernel::interrupt::local_interrupt_disable();
+        // SAFETY: `t` is valid and interrupts are off.
+        unsafe { split_set(t, split) };
     }
 
     /// Reads `prev_cputime` of `t` under its lock.
@@ -1973,21 +1981,9 @@ mod tests {
     /// `t` must be a valid task.
     #[cfg(not(CONFIG_VIRT_CPU_ACCOUNTING_NATIVE))]
     unsafe fn prev_cputime(t: *mut Task) -> (u64, u64) {
-        // SAFETY: `t` is valid.
-        let lock = unsafe { addr_of_mut!((*t).prev_cputime.lock) };
-        // SAFETY: Paired with the enable below, no sleeping in between.
-        unsafe { bindings::local_irq_disable() };
-        // SAFETY: `lock` was initialised by fork; paired with the unlock below.
-        unsafe { bindings::raw_spin_lock(lock) };
-        // SAFETY: The lock protects the field.
-        let utime = unsafe { (*t).prev_cputime.utime };
-        // SAFETY: As above.
-        let stime = unsafe { (*t).prev_cputime.stime };
-        // SAFETY: Taken above.
-        unsafe { bindings::raw_spin_unlock(lock) };
-        // SAFETY: Paired with the disable above.
-        unsafe { bindings::local_irq_enable() };
-        (utime, stime)
+        let _irq_off = kernel::interrupt::local_interrupt_disable();
+        // SAFETY: `t` is valid and interrupts are off.
+        unsafe { split_read(t) }
     }
 
     /// Sets the accounting of `t` to `v`.
