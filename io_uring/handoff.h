@@ -36,7 +36,8 @@ long io_uring_enter_finish(struct io_ring_ctx *ctx, long submitted,
 			   u32 min_complete, u32 flags,
 			   const void __user *argp, size_t argsz);
 void io_handoff_work_get(struct io_kiocb *req);
-int io_handoff_complete(struct io_kiocb *req, int ret);
+
+#ifdef CONFIG_THREAD_HANDOFF
 void io_handoff_refused(struct io_kiocb *req, enum io_handoff_refusal why);
 void io_handoff_count(struct io_ring_ctx *ctx, enum io_handoff_event what);
 bool io_handoff_ring_busy(struct io_ring_ctx *ctx);
@@ -46,5 +47,6 @@ void io_handoff_syscall_return(long ret);
 unsigned int io_tctx_handoff(struct io_uring_task *tctx,
 			     struct task_struct *src, struct task_struct *dst);
 void io_handoff_tw_moved(struct io_uring_task *tctx, struct task_struct *task);
+#endif
 
 #endif

@@ -55,6 +55,11 @@ fn handed_off() -> c_int {
     EIOCBQUEUED.to_errno()
 }
 
+/// Returns whether thread flag `flag` (`TIF_*`) is set in `flags`, a word of thread flags.
+fn thread_flag(flags: c_ulong, flag: u32) -> bool {
+    flags & (1 << flag) != 0
+}
+
 /// Returns whether the `bound` or unbound pool of `wq` has a worker in its idle sleep, as
 /// `io_wq_handoff_spare()` does without topping up: read here, on the hot path of every inline
 /// issue, rather than through a call.
@@ -77,7 +82,7 @@ unsafe fn idle_worker(wq: *mut bindings::io_wq, bound: bool) -> bool {
 /// thread has a timer running. Saves the thread's own mask, which the handoff moved to it, for
 /// [`restore_signals`]. Signals sent meanwhile stay pending on the thread.
 ///
-/// Doesn't sleep: `siglock` is a spinning lock.
+/// Doesn't sleep (`THREAD_HANDOFF` excludes `PREEMPT_RT`): `siglock` is a spinning lock.
 fn block_signals(cur: &CurrentTask, ho: &mut Handoff) {
     if ho.sigsaved {
         return;
@@ -88,7 +93,7 @@ fn block_signals(cur: &CurrentTask, ho: &mut Handoff) {
 }
 
 /// Restores the signal mask [`block_signals`] saved, on `current`, which must hold the
-/// submitter's tid. Doesn't sleep.
+/// submitter's tid. Doesn't sleep (`THREAD_HANDOFF` excludes `PREEMPT_RT`).
 fn restore_signals(cur: &CurrentTask, ho: &mut Handoff) {
     if ho.sigsaved {
         ho.sigsaved = false;
@@ -117,7 +122,6 @@ unsafe fn refuse(req: *mut Req, why: bindings::io_handoff_refusal) {
 /// `uring_lock` held. Pairs with `io_handoff_disarm()` in io_uring/io_uring.c.
 #[export]
 pub unsafe extern "C" fn io_handoff_arm(req: *mut Req, bound: bool) -> bool {
-    let cur = kernel::current!();
     // SAFETY: `req` was initialised by its submitter, `current`, with its io_uring context, whose
     // handoff state only the task holding the context touches, and no other reference to it lives
     // while this runs.
@@ -125,6 +129,10 @@ pub unsafe extern "C" fn io_handoff_arm(req: *mut Req, bound: bool) -> bool {
         let tctx = (*req).tctx;
         (tctx, &mut (*tctx).handoff)
     };
+    // CAST: `CurrentTask` is a transparent wrapper of `struct task_struct`.
+    // SAFETY: The context's task is the submitter, `current` (no need to look it up), and the
+    // reference does not leave this call.
+    let cur = unsafe { &*(*tctx).task.cast::<CurrentTask>() };
 
     if !ho.in_enter {
         // Not from io_uring_enter(): there is no syscall to resume.
@@ -151,7 +159,8 @@ pub unsafe extern "C" fn io_handoff_arm(req: *mut Req, bound: bool) -> bool {
         return false;
     }
     // A pending signal would interrupt the blocking issue right away.
-    if cur.test_thread_flag(bindings::TIF_SIGPENDING) {
+    let flags = cur.thread_flags();
+    if thread_flag(flags, bindings::TIF_SIGPENDING) {
         // SAFETY: Per the contract.
         unsafe { refuse(req, bindings::io_handoff_refusal_IO_HANDOFF_R_SIGNAL) };
         return false;
@@ -159,15 +168,20 @@ pub unsafe extern "C" fn io_handoff_arm(req: *mut Req, bound: bool) -> bool {
 
     ho.req = req;
     ho.bound = bound;
-    cur.set_flags(bindings::PF_IO_HANDOFF);
+    // SAFETY: The hook this arms finds the armed request just set, and io_handoff_disarm() clears
+    // the flag once the issue returns.
+    unsafe { cur.set_flags(bindings::PF_IO_HANDOFF) };
     // Queued task_work would interrupt the sleep too: io_handoff_disarm() notifies it again.
-    if cur.test_thread_flag(bindings::TIF_NOTIFY_SIGNAL) {
+    if thread_flag(flags, bindings::TIF_NOTIFY_SIGNAL) {
         cur.clear_notify_signal();
     }
-    // SAFETY: Per the contract `req` is valid and its ring's `uring_lock` held.
+    // Counted inline: this runs on every armed issue.
+    // SAFETY: Per the contract `req` and its ring are valid, and the counters are protected by
+    // the ring's `uring_lock`, held.
     unsafe {
-        bindings::io_handoff_count((*req).ctx, bindings::io_handoff_event_IO_HANDOFF_E_INLINE)
-    };
+        let stats = ptr::addr_of_mut!((*(*req).ctx).handoff_stats);
+        (*stats).inline_issues = (*stats).inline_issues.wrapping_add(1);
+    }
     true
 }
 
@@ -358,7 +372,7 @@ unsafe extern "C" fn resume() -> c_long {
         // hand off again, through the hook, which then owns the handoff state.
         let ret = unsafe { bindings::io_submit_sqes(ctx, to_submit - consumed) };
         if ret == handed_off() {
-            return handed_off().into();
+            return handed_off() as c_long;
         }
         if let Ok(n) = u32::try_from(ret) {
             // SAFETY: The submission returned without handing off: the state is ours again.
@@ -383,7 +397,7 @@ unsafe extern "C" fn resume() -> c_long {
     ho.src = ptr::null_mut();
     ho.in_enter = false;
 
-    let mut ret = c_long::from(ho.consumed);
+    let mut ret = ho.consumed as c_long;
     // SAFETY: We hold `uring_lock` of `ctx`; the arguments are the ones of the `io_uring_enter()`
     // call we finish; the file reference was taken for it.
     unsafe {
@@ -423,11 +437,11 @@ pub unsafe extern "C" fn io_uring_handoff_worker() -> c_long {
         // SAFETY: `current` is a worker of the pool it handed off into.
         let func = unsafe { bindings::io_wq_handoff_worker() };
         let Some(func) = func else {
-            return EFAULT.to_errno().into();
+            return EFAULT.to_errno() as c_long;
         };
         // SAFETY: The claimer set the function to run on a claimed worker.
         let ret = unsafe { func() };
-        if ret != handed_off().into() {
+        if ret != handed_off() as c_long {
             return ret;
         }
     }

@@ -98,14 +98,14 @@ unsafe fn claim_in(
     // changed with atomic bit operations, `test_bit()` reads them atomically; `task` is valid as
     // long as its worker is on the list, and pinned if `pin_asleep()` says so.
     unsafe {
-        if !bindings::test_bit(bindings::IO_WQ_BIT_EXIT.into(), ptr::addr_of!((*wq).state)) {
+        if !bindings::test_bit(bindings::IO_WQ_BIT_EXIT as c_ulong, ptr::addr_of!((*wq).state)) {
             let mut node = (*acct).free_list.first;
             while !bindings::is_a_nulls(node) {
                 let worker: *mut Worker = kernel::container_of!(node, Worker, nulls_node);
                 node = (*node).next;
 
                 if !bindings::test_bit(
-                    bindings::IO_WORKER_F_IDLE_SLEEP.into(),
+                    bindings::IO_WORKER_F_IDLE_SLEEP as c_ulong,
                     ptr::addr_of!((*worker).flags),
                 ) {
                     continue;
@@ -115,7 +115,7 @@ unsafe fn claim_in(
                     continue;
                 }
                 bindings::clear_bit(
-                    bindings::IO_WORKER_F_FREE.into(),
+                    bindings::IO_WORKER_F_FREE as c_ulong,
                     ptr::addr_of_mut!((*worker).flags),
                 );
                 bindings::hlist_nulls_del_init_rcu(ptr::addr_of_mut!((*worker).nulls_node));

@@ -33,7 +33,7 @@ use kernel::{
     sync::{
         atomic::{Atomic, Relaxed, Release},
         barrier::{smp_mb, Full},
-        RawSpinLock, RawSpinLockIrqSave,
+        RawSpinLock,
     },
 };
 
@@ -54,7 +54,8 @@ unsafe fn handoff_seq<'a>(t: *mut Task) -> &'a Atomic<u32> {
     unsafe { Atomic::from_ptr(addr_of_mut!((*t).handoff_seq)) }
 }
 
-/// The `pi_lock` of `t`, taken with interrupts off already.
+/// The `pi_lock` of `t`. Like every `pi_lock` holder, take it with interrupts off (under
+/// `tasklist_lock`, or [`kernel::interrupt::local_interrupt_disable`]).
 ///
 /// # Safety
 ///
@@ -62,16 +63,6 @@ unsafe fn handoff_seq<'a>(t: *mut Task) -> &'a Atomic<u32> {
 unsafe fn pi_lock<'a>(t: *mut Task) -> &'a RawSpinLock<()> {
     // SAFETY: `t` is valid for `'a`, and fork initialised its `pi_lock`.
     unsafe { RawSpinLock::from_raw(addr_of_mut!((*t).pi_lock)) }
-}
-
-/// The `pi_lock` of `t`, taken with the interrupt state saved and interrupts off.
-///
-/// # Safety
-///
-/// `t` must be valid for `'a`.
-unsafe fn pi_lock_irqsave<'a>(t: *mut Task) -> &'a RawSpinLockIrqSave<()> {
-    // SAFETY: `t` is valid for `'a`, and fork initialised its `pi_lock`.
-    unsafe { RawSpinLockIrqSave::from_raw(addr_of_mut!((*t).pi_lock)) }
 }
 
 /// Prefix of this crate's log messages, for the `pr_*!` macros.
@@ -935,15 +926,14 @@ unsafe fn move_futex(dst: *mut Task, src: *mut Task) {
     }
 }
 
-/// Moves the rseq registration.
+/// Moves the rseq registration of `src` to `current`.
 ///
 /// # Safety
 ///
-/// `dst` must be `current`, `src` a parked task.
-unsafe fn move_rseq(dst: *mut Task, src: *mut Task) {
-    let _ = dst;
+/// `src` must be the parked task whose identity `current` takes over.
+unsafe fn move_rseq(src: *mut Task) {
     #[cfg(CONFIG_RSEQ)]
-    // SAFETY: `dst` is `current`, `src` parked until this returns.
+    // SAFETY: `src` is parked until this returns, per the contract.
     unsafe {
         bindings::rseq_handoff_move(src)
     };
@@ -1169,12 +1159,14 @@ fn reset_own_clamps(_attr: &mut bindings::sched_attr, _have: &bindings::sched_at
 ///
 /// `dst` must be `current`.
 unsafe fn move_sched(dst: *mut Task, want: &bindings::sched_attr) {
+    let irq_off = kernel::interrupt::local_interrupt_disable();
     // SAFETY: `dst` is `current`. Its `pi_lock` serializes with changes of its attributes (a
     // setting through the tid a worker had before it was claimed may still land on it).
-    let guard = unsafe { pi_lock_irqsave(dst) }.lock();
+    let guard = unsafe { pi_lock(dst) }.lock();
     // SAFETY: `dst` is valid, its `pi_lock` held.
     let have = unsafe { sched_attr_of(dst) };
     drop(guard);
+    drop(irq_off);
     if same_sched_attr(want, &have) {
         return;
     }
@@ -1212,13 +1204,15 @@ unsafe fn requested_cpus<'a>(t: *mut Task) -> &'a Cpumask {
 ///
 /// `dst` must be `current`.
 unsafe fn move_affinity(dst: *mut Task, mask: &Cpumask) {
+    let irq_off = kernel::interrupt::local_interrupt_disable();
     // SAFETY: `dst` is `current`. Its `pi_lock` serializes with changes of its masks.
-    let guard = unsafe { pi_lock_irqsave(dst) }.lock();
+    let guard = unsafe { pi_lock(dst) }.lock();
     // SAFETY: `dst` is valid, its `pi_lock` held while the mask is compared.
     let have = unsafe { requested_cpus(dst) };
     // SAFETY: Both masks are valid cpumasks.
     let same = unsafe { bindings::cpumask_equal(have.as_raw(), mask.as_raw()) };
     drop(guard);
+    drop(irq_off);
     if same {
         return;
     }
@@ -1523,7 +1517,7 @@ unsafe fn wake_settings(t: *mut Task) {
 unsafe fn finish(dst: *mut Task, src: *mut Task) -> c_int {
     // SAFETY: Per the function's contract, each step's requirements hold.
     unsafe {
-        move_rseq(dst, src);
+        move_rseq(src);
         move_mempolicy(dst, src);
         move_cgroup(dst, src);
         // Leadership moved with the tid if `dst`, a worker until it was handed the identity,
@@ -1957,8 +1951,9 @@ mod tests {
     ///
     /// `t` must be a valid task; `f` must not sleep.
     unsafe fn pinned<R>(t: *mut Task, f: impl FnOnce() -> R) -> R {
+        let _irq_off = kernel::interrupt::local_interrupt_disable();
         // SAFETY: `t` is valid for the call.
-        let _guard = unsafe { pi_lock_irqsave(t) }.lock();
+        let _guard = unsafe { pi_lock(t) }.lock();
         f()
     }
 

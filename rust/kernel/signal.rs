@@ -61,7 +61,7 @@ impl Signal {
 /// let mut pending = SigSet::empty();
 /// assert!(pending.is_empty());
 /// pending.add(term);
-/// assert_eq!(pending.union(&SigSet::empty()), pending);
+/// assert!(pending.union(&SigSet::empty()) == pending);
 /// assert!(!pending.is_empty());
 /// # Ok::<(), Error>(())
 /// ```
@@ -73,6 +73,7 @@ impl SigSet {
     /// Returns the empty set.
     #[inline]
     pub fn empty() -> Self {
+        // Initialised by `sigemptyset()`, as C does, whatever the architecture's layout.
         let mut set = Self(bindings::sigset_t::default());
         // SAFETY: `set.0` is valid for writes.
         unsafe { bindings::sigemptyset(&mut set.0) };
@@ -142,6 +143,7 @@ impl SigSet {
 }
 
 impl PartialEq for SigSet {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         self.0.sig == other.0.sig
     }
@@ -162,6 +164,9 @@ impl CurrentTask {
     /// Sets the signal mask of the current task to `set`, less the signals that can't be blocked,
     /// as `sigprocmask(SIG_SETMASK)` does: signals that the new mask unblocks are delivered on the
     /// way back to userspace.
+    ///
+    /// Takes the siglock with `spin_lock_irq()`: must be called with interrupts enabled, and it
+    /// sleeps on `PREEMPT_RT`, as in C.
     #[inline]
     pub fn set_blocked(&self, set: &SigSet) {
         let mut set = set.0;
@@ -178,7 +183,8 @@ impl CurrentTask {
     }
 
     /// Clears `TIF_NOTIFY_SIGNAL` of the current task (`clear_notify_signal()`), once the
-    /// notification it stands for is taken care of.
+    /// notification it stands for is taken care of: the caller runs the task_work it notified of
+    /// before the task returns to userspace, or notifies it again (`set_notify_signal()`).
     #[inline]
     pub fn clear_notify_signal(&self) {
         // SAFETY: The task is `current`, which may clear its own flag.

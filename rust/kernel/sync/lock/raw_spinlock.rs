@@ -13,7 +13,6 @@
 //! C header: [`include/linux/spinlock.h`](srctree/include/linux/spinlock.h)
 
 use super::*;
-use crate::prelude::*;
 
 /// Creates a [`RawSpinLock`] initialiser with the given name and a newly-created lock class.
 ///
@@ -32,13 +31,13 @@ pub use new_raw_spinlock;
 ///
 /// Exposes the kernel's [`raw_spinlock_t`]. It never sleeps, not even on `PREEMPT_RT`, so it may
 /// be taken where sleeping is not allowed, such as with the scheduler's locks held. As in C, a
-/// lock that is also taken from interrupt context must be taken with interrupts off
-/// ([`RawSpinLockIrqSave`] does that).
+/// lock that is also taken from interrupt context must be taken with interrupts off (see
+/// [`crate::interrupt::local_interrupt_disable`]).
 ///
 /// # Examples
 ///
 /// ```
-/// use kernel::sync::{new_raw_spinlock, RawSpinLock};
+/// use kernel::sync::new_raw_spinlock;
 ///
 /// let lock = KBox::pin_init(new_raw_spinlock!(5u32), GFP_KERNEL)?;
 /// *lock.lock() += 1;
@@ -103,85 +102,5 @@ unsafe impl Backend for RawSpinLockBackend {
     unsafe fn assert_is_held(ptr: *mut Self::State) {
         // SAFETY: The `ptr` pointer is guaranteed to be valid and initialised before use.
         unsafe { bindings::raw_spin_assert_is_held(ptr) }
-    }
-}
-
-/// A raw spinlock taken with interrupts off, as `raw_spin_lock_irqsave()` takes it.
-///
-/// The same `raw_spinlock_t` as [`RawSpinLock`]; the guard saves the interrupt state when it
-/// takes the lock and restores it when it drops it, so it can be used whether or not interrupts
-/// are on.
-///
-/// # Examples
-///
-/// ```
-/// use kernel::{
-///     static_lock_class,
-///     sync::RawSpinLockIrqSave, //
-/// };
-///
-/// let lock = KBox::pin_init(
-///     RawSpinLockIrqSave::new(0u32, c"irqsave", static_lock_class!()),
-///     GFP_KERNEL,
-/// )?;
-/// {
-///     let mut guard = lock.lock();
-///     *guard += 1;
-///     assert!(lock.try_lock().is_none());
-/// }
-/// assert_eq!(*lock.lock(), 1);
-/// # Ok::<(), Error>(())
-/// ```
-pub type RawSpinLockIrqSave<T> = Lock<T, RawSpinLockIrqSaveBackend>;
-
-/// A kernel `raw_spinlock_t` lock backend that saves and restores the interrupt state.
-pub struct RawSpinLockIrqSaveBackend;
-
-/// A [`Guard`] acquired from locking a [`RawSpinLockIrqSave`]: interrupts are off while it lives.
-pub type RawSpinLockIrqSaveGuard<'a, T> = Guard<'a, T, RawSpinLockIrqSaveBackend>;
-
-// SAFETY: The underlying kernel `raw_spinlock_t` object ensures mutual exclusion. `relock` uses
-// the default implementation, which saves the interrupt state again.
-unsafe impl Backend for RawSpinLockIrqSaveBackend {
-    type State = bindings::raw_spinlock_t;
-    type GuardState = crate::ffi::c_ulong;
-
-    #[inline]
-    unsafe fn init(
-        ptr: *mut Self::State,
-        name: *const crate::ffi::c_char,
-        key: *mut bindings::lock_class_key,
-    ) {
-        // SAFETY: Same as for `RawSpinLockBackend::init`.
-        unsafe { RawSpinLockBackend::init(ptr, name, key) }
-    }
-
-    #[inline]
-    unsafe fn lock(ptr: *mut Self::State) -> Self::GuardState {
-        // SAFETY: The safety requirements of this function ensure that `ptr` points to valid
-        // memory, and that it has been initialised before.
-        unsafe { bindings::raw_spin_lock_irqsave(ptr) }
-    }
-
-    #[inline]
-    unsafe fn unlock(ptr: *mut Self::State, guard_state: &Self::GuardState) {
-        // SAFETY: The safety requirements of this function ensure that `ptr` is valid and that the
-        // caller is the owner of the lock; `guard_state` is the interrupt state `lock` saved.
-        unsafe { bindings::raw_spin_unlock_irqrestore(ptr, *guard_state) }
-    }
-
-    #[inline]
-    unsafe fn try_lock(ptr: *mut Self::State) -> Option<Self::GuardState> {
-        let mut flags = 0;
-        // SAFETY: The `ptr` pointer is guaranteed to be valid and initialised before use, and
-        // `flags` is valid for writes.
-        let result = unsafe { bindings::raw_spin_trylock_irqsave(ptr, &mut flags) };
-        (result != 0).then_some(flags)
-    }
-
-    #[inline]
-    unsafe fn assert_is_held(ptr: *mut Self::State) {
-        // SAFETY: The `ptr` pointer is guaranteed to be valid and initialised before use.
-        unsafe { RawSpinLockBackend::assert_is_held(ptr) }
     }
 }
