@@ -15,7 +15,13 @@ export CCACHE_DIR=${CCACHE_DIR:-$CACHE/ccache}
 info "rustfmtcheck"
 "${MK[@]}" -s rustfmtcheck || die "rustfmtcheck failed: run 'make -C $WORK O=$B rustfmt' and export"
 
-objs=$(cd "$WORK" && git diff --name-only --diff-filter=A base..series -- '*.rs' | sed 's/\.rs$/.o/')
+# The series' own crates (a new .rs outside rust/ is a crate root built as
+# its .o), and the kernel crate if the series adds to or changes rust/kernel/.
+objs=$(cd "$WORK" && git diff --name-only --diff-filter=A base..series -- '*.rs' |
+	grep -v '^rust/' | sed 's/\.rs$/.o/' || true)
+if [ -n "$(cd "$WORK" && git diff --name-only base..series -- 'rust/kernel/')" ]; then
+	objs="rust/kernel.o $objs"
+fi
 [ -n "$objs" ] || { info "no Rust objects in the series"; exit 0; }
 for o in $objs; do rm -f "$B/$o"; done
 info "clippy: $objs"
