@@ -98,7 +98,10 @@ unsafe fn claim_in(
     // changed with atomic bit operations, `test_bit()` reads them atomically; `task` is valid as
     // long as its worker is on the list, and pinned if `pin_asleep()` says so.
     unsafe {
-        if !bindings::test_bit(bindings::IO_WQ_BIT_EXIT as c_ulong, ptr::addr_of!((*wq).state)) {
+        if !bindings::test_bit(
+            bindings::IO_WQ_BIT_EXIT as c_ulong,
+            ptr::addr_of!((*wq).state),
+        ) {
             let mut node = (*acct).free_list.first;
             while !bindings::is_a_nulls(node) {
                 let worker: *mut Worker = kernel::container_of!(node, Worker, nulls_node);
