@@ -22,13 +22,6 @@ void io_handoff_submit_end(void);
 extern const char * const io_handoff_refusal_names[IO_HANDOFF_NR_REFUSALS];
 #endif
 
-/* what io_handoff_count() counts, see struct io_handoff_stats */
-enum io_handoff_event {
-	IO_HANDOFF_E_INLINE,
-	IO_HANDOFF_E_HANDOFF,
-	IO_HANDOFF_E_RESUMED,
-};
-
 /* implemented by the io_uring core, for handoff.rs */
 int io_submit_sqes(struct io_ring_ctx *ctx, unsigned int nr);
 unsigned int io_submit_sqes_abandon(struct io_ring_ctx *ctx);
@@ -39,7 +32,6 @@ void io_handoff_work_get(struct io_kiocb *req);
 
 #ifdef CONFIG_THREAD_HANDOFF
 void io_handoff_refused(struct io_kiocb *req, enum io_handoff_refusal why);
-void io_handoff_count(struct io_ring_ctx *ctx, enum io_handoff_event what);
 bool io_handoff_ring_busy(struct io_ring_ctx *ctx);
 void io_handoff_lock_ring(struct io_ring_ctx *ctx);
 void io_handoff_unlock_ring(struct io_ring_ctx *ctx);

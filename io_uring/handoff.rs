@@ -101,16 +101,6 @@ fn restore_signals(cur: &CurrentTask, ho: &mut Handoff) {
     }
 }
 
-/// Counts a refusal on the ring of `req` and traces it (`io_handoff_refused()`).
-///
-/// # Safety
-///
-/// `req` must be valid and its ring's `uring_lock` held.
-unsafe fn refuse(req: *mut Req, why: bindings::io_handoff_refusal) {
-    // SAFETY: Per the contract.
-    unsafe { bindings::io_handoff_refused(req, why) };
-}
-
 /// Arms a handoff for the inline issue of `req`, which the C side found eligible (a blockable
 /// request with no working nonblocking path). `bound` is the io-wq pool `req` would be punted
 /// to. Returns false, counting why, if the submitter can't hand off now; the request then takes
@@ -137,7 +127,9 @@ pub unsafe extern "C" fn io_handoff_arm(req: *mut Req, bound: bool) -> bool {
     if !ho.in_enter {
         // Not from io_uring_enter(): there is no syscall to resume.
         // SAFETY: Per the contract.
-        unsafe { refuse(req, bindings::io_handoff_refusal_IO_HANDOFF_R_RING) };
+        unsafe {
+            bindings::io_handoff_refused(req, bindings::io_handoff_refusal_IO_HANDOFF_R_RING)
+        };
         return false;
     }
     // A promoted worker's own user state doesn't matter, it never gets the identity unless it
@@ -145,7 +137,9 @@ pub unsafe extern "C" fn io_handoff_arm(req: *mut Req, bound: bool) -> bool {
     // SAFETY: `cur` is `current`.
     if ho.src.is_null() && !unsafe { bindings::thread_handoff_allowed(cur.as_ptr()) } {
         // SAFETY: Per the contract.
-        unsafe { refuse(req, bindings::io_handoff_refusal_IO_HANDOFF_R_TASK) };
+        unsafe {
+            bindings::io_handoff_refused(req, bindings::io_handoff_refusal_IO_HANDOFF_R_TASK)
+        };
         return false;
     }
     // SAFETY: The io-wq of the context is live while the submitter uses it.
@@ -155,14 +149,18 @@ pub unsafe extern "C" fn io_handoff_arm(req: *mut Req, bound: bool) -> bool {
     // SAFETY: `wq` is live, and the submission path may sleep.
     if !unsafe { idle_worker(wq, bound) || bindings::io_wq_handoff_spare(wq, bound, true) } {
         // SAFETY: Per the contract.
-        unsafe { refuse(req, bindings::io_handoff_refusal_IO_HANDOFF_R_SPARE) };
+        unsafe {
+            bindings::io_handoff_refused(req, bindings::io_handoff_refusal_IO_HANDOFF_R_SPARE)
+        };
         return false;
     }
     // A pending signal would interrupt the blocking issue right away.
     let flags = cur.thread_flags();
     if thread_flag(flags, bindings::TIF_SIGPENDING) {
         // SAFETY: Per the contract.
-        unsafe { refuse(req, bindings::io_handoff_refusal_IO_HANDOFF_R_SIGNAL) };
+        unsafe {
+            bindings::io_handoff_refused(req, bindings::io_handoff_refusal_IO_HANDOFF_R_SIGNAL)
+        };
         return false;
     }
 
@@ -217,7 +215,7 @@ unsafe fn sleep_in_place(
     why: bindings::io_handoff_refusal,
 ) {
     // SAFETY: Per the contract.
-    unsafe { refuse(req, why) };
+    unsafe { bindings::io_handoff_refused(req, why) };
     restore_signals(cur, ho);
 }
 
@@ -295,7 +293,8 @@ pub unsafe extern "C" fn io_uring_task_sleeping(tsk: *mut Task) {
         ho.src = src;
         ho.prev = tsk;
         ho.ctx = ctx;
-        bindings::io_handoff_count(ctx, bindings::io_handoff_event_IO_HANDOFF_E_HANDOFF);
+        let stats = ptr::addr_of_mut!((*ctx).handoff_stats);
+        (*stats).handoffs = (*stats).handoffs.wrapping_add(1);
         io_uring_handoff(req, dst);
 
         // Close our part of the batch and leave the ring to the promoted task.
@@ -363,8 +362,11 @@ unsafe extern "C" fn resume() -> c_long {
 
     // SAFETY: `ctx` is the ring we hold a submission for; we may sleep.
     unsafe { bindings::io_handoff_lock_ring(ctx) };
-    // SAFETY: `uring_lock` is held.
-    unsafe { bindings::io_handoff_count(ctx, bindings::io_handoff_event_IO_HANDOFF_E_RESUMED) };
+    // SAFETY: `ctx` is valid and its counters protected by `uring_lock`, held.
+    unsafe {
+        let stats = ptr::addr_of_mut!((*ctx).handoff_stats);
+        (*stats).resumed = (*stats).resumed.wrapping_add(1);
+    }
     // SAFETY: As above; no reference to the handoff state lives across the call.
     let consumed = unsafe { (*tctx).handoff.consumed };
     if consumed < to_submit {
