@@ -134,8 +134,8 @@ pub unsafe extern "C" fn io_handoff_arm(req: *mut Req, bound: bool) -> bool {
     }
     // A promoted worker's own user state doesn't matter, it never gets the identity unless it
     // ends the submission, and the identity was vetted when it left its owner.
-    // SAFETY: `cur` is `current`.
-    if ho.src.is_null() && !unsafe { bindings::thread_handoff_allowed(cur.as_ptr()) } {
+    // SAFETY: Vets `current`; callable from any task context.
+    if ho.src.is_null() && !unsafe { bindings::thread_handoff_allowed() } {
         // SAFETY: Per the contract.
         unsafe {
             bindings::io_handoff_refused(req, bindings::io_handoff_refusal_IO_HANDOFF_R_TASK)

@@ -35,9 +35,11 @@ use kernel::{
         barrier::{smp_mb, Full},
         RawSpinLock,
     },
+    task::{CurrentTask, Task},
 };
 
-type Task = bindings::task_struct;
+/// The C task struct, for the raw pointers the C entry points pass and the moves still take.
+type RawTask = bindings::task_struct;
 
 /// `task_struct::handoff_seq` of `t`: odd from [`commit`] until [`thread_handoff_adopt`], when a
 /// handoff gave `t` a tid. Settings through the tid wait for it to be even, take it before they act
@@ -47,7 +49,7 @@ type Task = bindings::task_struct;
 /// # Safety
 ///
 /// `t` must be valid for `'a`.
-unsafe fn handoff_seq<'a>(t: *mut Task) -> &'a Atomic<u32> {
+unsafe fn handoff_seq<'a>(t: *mut RawTask) -> &'a Atomic<u32> {
     // SAFETY: `t` is valid for `'a`; every other access to the field is marked (`READ_ONCE()`,
     // `smp_load_acquire()`), but for the copy into a child forked by the task itself, which
     // neither a commit nor an adoption runs for meanwhile.
@@ -60,7 +62,7 @@ unsafe fn handoff_seq<'a>(t: *mut Task) -> &'a Atomic<u32> {
 /// # Safety
 ///
 /// `t` must be valid for `'a`.
-unsafe fn pi_lock<'a>(t: *mut Task) -> &'a RawSpinLock<()> {
+unsafe fn pi_lock<'a>(t: *mut RawTask) -> &'a RawSpinLock<()> {
     // SAFETY: `t` is valid for `'a`, and fork initialised its `pi_lock`.
     unsafe { RawSpinLock::from_raw(addr_of_mut!((*t).pi_lock)) }
 }
@@ -72,15 +74,6 @@ const __LOG_PREFIX: &[u8] = b"thread_handoff\0";
 /// kernel code sets those too, for its own scopes.
 const MOVED_PF_FLAGS: c_uint =
     bindings::PF_MCE_PROCESS | bindings::PF_MCE_EARLY | bindings::PF_FORKNOEXEC;
-
-/// The speculation controls of `PR_SET_SPECULATION_CTRL` in `task_struct::atomic_flags`. They
-/// are the task's own, and the architecture derives its mitigation state (x86's `TIF_SSBD` and
-/// `TIF_SPEC_IB`) from them: the thread must not lose them, nor take a worker's.
-const SPEC_PFA_FLAGS: c_ulong = (1 << bindings::PFA_SPEC_SSB_DISABLE)
-    | (1 << bindings::PFA_SPEC_SSB_FORCE_DISABLE)
-    | (1 << bindings::PFA_SPEC_IB_DISABLE)
-    | (1 << bindings::PFA_SPEC_IB_FORCE_DISABLE)
-    | (1 << bindings::PFA_SPEC_SSB_NOEXEC);
 
 /// Why a source or destination was refused.
 ///
@@ -138,7 +131,7 @@ enum Refusal {
     OtherContext,
     /// The identity would gain `no_new_privs`.
     NoNewPrivs,
-    /// Different speculation controls ([`SPEC_PFA_FLAGS`]).
+    /// Different speculation controls ([`kernel::task::SpeculationCtrl`]).
     Speculation,
     /// A different seccomp mode or filter: the identity must not escape its filters.
     #[cfg(CONFIG_SECCOMP)]
@@ -152,27 +145,6 @@ enum Refusal {
     Lsm,
     /// The architecture cannot move the register state.
     Arch,
-}
-
-/// Returns whether syscall user dispatch is set up on `t`, `test_task_syscall_work(t,
-/// SYSCALL_USER_DISPATCH)`: a read of its syscall work flags, on the hot path of every inline
-/// io_uring issue.
-///
-/// # Safety
-///
-/// `t` must be a valid task.
-#[cfg(CONFIG_GENERIC_ENTRY)]
-unsafe fn syscall_user_dispatch(t: *mut Task) -> bool {
-    // SAFETY: `t` is valid; the flags word is only changed with atomic bit operations, the read
-    // is a plain snapshot, as in C.
-    let work = unsafe { ptr::read_volatile(addr_of!((*t).thread_info.syscall_work)) };
-    work & (1 << bindings::syscall_work_bit_SYSCALL_WORK_BIT_SYSCALL_USER_DISPATCH) != 0
-}
-
-/// Without the generic entry code there is no syscall user dispatch.
-#[cfg(not(CONFIG_GENERIC_ENTRY))]
-unsafe fn syscall_user_dispatch(_t: *mut Task) -> bool {
-    false
 }
 
 /// Where vetting checks report, see [`source_checks`]. Each check names the refusal it stands for
@@ -208,315 +180,157 @@ impl Checks for FirstFailed {
 ///
 /// Fields read here are only written by the task itself or under locks whose exact value does
 /// not matter for a snapshot: the locked vetting in [`begin`] reads them again.
-///
-/// # Safety
-///
-/// `t` must be `current`.
 #[inline(always)]
-unsafe fn source_checks(t: *mut Task, c: &mut impl Checks) {
-    // SAFETY: `t` is `current`, valid for the whole call.
-    let flags = unsafe { (*t).flags };
+fn source_checks(t: &CurrentTask, c: &mut impl Checks) {
     c.check(
         Refusal::NotUserTask,
-        flags & (bindings::PF_EXITING | bindings::PF_KTHREAD | bindings::PF_IO_WORKER) != 0,
+        t.flags() & (bindings::PF_EXITING | bindings::PF_KTHREAD | bindings::PF_IO_WORKER) != 0,
     );
-    // SAFETY: `t` is valid; tracees point back at their tracer through `ptraced`.
-    c.check(Refusal::Ptrace, !unsafe {
-        bindings::list_empty(addr_of!((*t).ptraced))
-    });
-    // SAFETY: A task always has a signal struct.
-    let sig_flags = unsafe { (*(*t).signal).flags };
-    c.check(
-        Refusal::GroupExit,
-        sig_flags & bindings::SIGNAL_GROUP_EXIT != 0,
-    );
-    // SAFETY: `t` is `current`.
-    unsafe { pinned_checks(t, c) };
-    // SAFETY: `t` is valid.
-    c.check(Refusal::UserDispatch, unsafe { syscall_user_dispatch(t) });
-    // rt_or_dl_task().
-    // SAFETY: `t` is valid.
-    c.check(
-        Refusal::RealTime,
-        unsafe { (*t).prio } < bindings::MAX_RT_PRIO as c_int,
-    );
+    // Tracees point back at their tracer through `ptraced`.
+    c.check(Refusal::Ptrace, t.is_tracer());
+    c.check(Refusal::GroupExit, t.group_exiting());
+    pinned_checks(t, c);
+    c.check(Refusal::UserDispatch, t.syscall_user_dispatch());
+    c.check(Refusal::RealTime, t.is_rt_or_dl());
     #[cfg(CONFIG_SCHED_CORE)]
-    // SAFETY: `t` is valid.
-    c.check(Refusal::CoreCookie, unsafe { (*t).core_cookie } != 0);
+    c.check(Refusal::CoreCookie, t.has_core_cookie());
     #[cfg(CONFIG_KCOV)]
-    // SAFETY: `t` is valid.
-    c.check(Refusal::Kcov, !unsafe { (*t).kcov }.is_null());
+    c.check(Refusal::Kcov, t.has_kcov());
     #[cfg(CONFIG_POSIX_TIMERS)]
-    // SAFETY: `t` is valid.
-    c.check(
-        Refusal::CpuTimers,
-        unsafe { (*t).posix_cputimers.timers_active } != 0,
-    );
-    // SAFETY: `t` is valid.
-    c.check(Refusal::VforkParent, !unsafe { (*t).vfork_done }.is_null());
+    c.check(Refusal::CpuTimers, t.has_cpu_timers());
+    c.check(Refusal::VforkParent, t.has_vfork_waiter());
     // Only the task itself adds to its creator list (`newseg()`); another thread's IPC_RMID can
     // empty it at any time, which only turns a refusal into a needless one.
     #[cfg(CONFIG_SYSVIPC)]
-    // SAFETY: `t` is `current`, its list head initialised at fork.
-    c.check(Refusal::SysvShm, !unsafe {
-        bindings::list_empty(addr_of!((*t).sysvshm.shm_clist))
-    });
+    c.check(Refusal::SysvShm, t.created_sysv_shm());
     #[cfg(CONFIG_BPF_SYSCALL)]
-    // SAFETY: `t` is valid.
-    c.check(Refusal::BpfStorage, unsafe { has_bpf_storage(t) });
+    c.check(Refusal::BpfStorage, t.has_bpf_storage());
 }
 
 /// Names the first of [`source_checks`] that fails on `t`, off the hot path. A check that failed
 /// a moment ago may pass now: the refusal stands, named after the task.
-///
-/// # Safety
-///
-/// `t` must be `current`.
 #[cold]
 #[inline(never)]
-unsafe fn source_refusal(t: *mut Task) -> Refusal {
+fn source_refusal(t: &CurrentTask) -> Refusal {
     let mut first = FirstFailed(None);
-    // SAFETY: `t` is `current`.
-    unsafe { source_checks(t, &mut first) };
+    source_checks(t, &mut first);
     first.0.unwrap_or(Refusal::NotUserTask)
 }
 
 /// Vets the source, `current`, which is about to block.
-///
-/// # Safety
-///
-/// `t` must be `current`.
 // Inline: it runs on every inline io_uring issue, through [`thread_handoff_allowed`].
 #[inline(always)]
-unsafe fn vet_source(t: *mut Task) -> Result<(), Refusal> {
+fn vet_source(t: &CurrentTask) -> Result<(), Refusal> {
     let mut any = AnyFailed(false);
-    // SAFETY: `t` is `current`.
-    unsafe { source_checks(t, &mut any) };
+    source_checks(t, &mut any);
     if any.0 {
-        // SAFETY: `t` is `current`.
-        return Err(unsafe { source_refusal(t) });
+        return Err(source_refusal(t));
     }
     // What takes a call or a pointer chase, once the plain fields passed.
-    // audit_dummy_context(), with its common case, no context at all, read inline.
     #[cfg(CONFIG_AUDITSYSCALL)]
-    // SAFETY: Reads the audit context of `current`, which `t` is.
-    if !unsafe { (*t).audit_context }.is_null() && !unsafe { bindings::audit_dummy_context() } {
+    if t.audits_syscall() {
         return Err(Refusal::Audit);
     }
     #[cfg(CONFIG_UPROBES)]
-    {
-        // SAFETY: `t` is valid; `utask` is only freed by the task itself.
-        let utask = unsafe { (*t).utask };
-        // SAFETY: `utask` is valid when non-null.
-        if !utask.is_null() && !unsafe { (*utask).return_instances }.is_null() {
-            return Err(Refusal::Uretprobe);
-        }
+    if t.has_uretprobes() {
+        return Err(Refusal::Uretprobe);
     }
     // State a security module keeps in the task blob that no worker could take: refused here,
     // before the issue, the request takes the io-wq path (see [`vet_destination`]).
-    // SAFETY: `t` is `current`; the hook does not sleep, and a null `dst` asks about `t` alone.
-    if unsafe { bindings::security_thread_handoff(t, ptr::null_mut()) } != 0 {
+    if kernel::security::thread_handoff(t, None).is_err() {
         return Err(Refusal::Lsm);
     }
     // SAFETY: `t` is `current`.
-    if !unsafe { bindings::arch_thread_handoff_allowed(t) } {
+    if !unsafe { bindings::arch_thread_handoff_allowed(t.as_ptr()) } {
         return Err(Refusal::Arch);
     }
     Ok(())
 }
 
 /// Runs the checks of the state that can be set up between vetting and blocking into `c`, see
-/// [`vet_pinned_state`].
-///
-/// # Safety
-///
-/// `t` must be `current`.
+/// [`vet_pinned_state`]. Only the task itself installs a per-task perf context or adds PI state
+/// it owns.
 #[inline(always)]
-unsafe fn pinned_checks(t: *mut Task, c: &mut impl Checks) {
-    // SAFETY: `t` is `current`.
-    c.check(Refusal::Ptrace, unsafe { (*t).ptrace } != 0);
+fn pinned_checks(t: &CurrentTask, c: &mut impl Checks) {
+    c.check(Refusal::Ptrace, t.is_traced());
     #[cfg(CONFIG_PERF_EVENTS)]
-    // SAFETY: `t` is `current`; only the task itself installs its per-task context.
-    c.check(
-        Refusal::PerfContext,
-        !unsafe { (*t).perf_event_ctxp }.is_null(),
-    );
+    c.check(Refusal::PerfContext, t.has_perf_context());
     #[cfg(CONFIG_FUTEX)]
-    // SAFETY: `t` is `current`; only the task itself adds PI state it owns.
-    c.check(Refusal::PiFutex, !unsafe {
-        bindings::list_empty(addr_of!((*t).futex.pi_state_list))
-    });
+    c.check(Refusal::PiFutex, t.owns_pi_futex());
 }
 
 /// State that can be set up between vetting and blocking, checked again in
 /// [`thread_handoff_prepare`].
-///
-/// # Safety
-///
-/// `t` must be `current`.
-unsafe fn vet_pinned_state(t: *mut Task) -> Result<(), Refusal> {
+fn vet_pinned_state(t: &CurrentTask) -> Result<(), Refusal> {
     let mut first = FirstFailed(None);
-    // SAFETY: `t` is `current`.
-    unsafe { pinned_checks(t, &mut first) };
+    pinned_checks(t, &mut first);
     first.0.map_or(Ok(()), Err)
 }
 
-/// What [`vet_destination`] compares of a task: pointers that are only compared, never
-/// dereferenced, and flags, each read once.
-struct Shared {
-    flags: c_uint,
-    ptrace: c_uint,
-    signal: *mut bindings::signal_struct,
-    pending_list_empty: bool,
-    pending: SigSet,
-    context: [*mut c_void; 4],
-    #[cfg(CONFIG_SECCOMP)]
-    seccomp: (c_int, *mut bindings::seccomp_filter),
-    #[cfg(CONFIG_SYSVIPC)]
-    undo_list: *mut bindings::sem_undo_list,
-}
-
-impl Shared {
-    /// Reads what [`vet_destination`] compares of `t`.
-    ///
-    /// # Safety
-    ///
-    /// `t` must be a valid task.
-    unsafe fn of(t: *mut Task) -> Self {
-        /// READ_ONCE() of a field of `t`.
-        macro_rules! once {
-            ($($field:tt)+) => {
-                ptr::read_volatile(addr_of!((*t).$($field)+))
-            };
-        }
-        // SAFETY: `t` is valid; each field is read once, volatile, and not dereferenced.
-        unsafe {
-            Self {
-                flags: once!(flags),
-                ptrace: once!(ptrace),
-                signal: once!(signal),
-                pending_list_empty: bindings::list_empty(addr_of!((*t).pending.list)),
-                pending: SigSet::from_raw(once!(pending.signal)),
-                context: [
-                    once!(mm).cast(),
-                    once!(files).cast(),
-                    once!(fs).cast(),
-                    once!(nsproxy).cast(),
-                ],
-                #[cfg(CONFIG_SECCOMP)]
-                seccomp: (once!(seccomp.mode), once!(seccomp.filter)),
-                #[cfg(CONFIG_SYSVIPC)]
-                undo_list: once!(sysvsem.undo_list),
-            }
-        }
-    }
-}
-
-/// Vets the destination `dst` for the identity of the source `src`.
+/// Vets the destination `dst` for the identity of the source `src`, for `cur`, which is `src` or
+/// passes its identity on.
 ///
-/// # Safety
-///
-/// `src` must be `current`, or the parked source of the handoff `current` passes on; `dst` a
-/// valid task.
-unsafe fn vet_destination(src: *mut Task, dst: *mut Task) -> Result<(), Refusal> {
-    // SAFETY: `src` and `dst` are valid; each field is read once, volatile, as
-    // READ_ONCE() in C: the other tasks and the destination may change some of them meanwhile
-    // (the destination its own context while it runs; the claim pins it and checks again).
-    let (s, d) = unsafe { (Shared::of(src), Shared::of(dst)) };
-    if d.flags & bindings::PF_EXITING != 0 || d.ptrace != 0 {
+/// Each answer is a snapshot: the other tasks and the destination may change some of what is
+/// compared meanwhile (the destination its own context while it runs); the claim pins the
+/// destination and, holding the siglock, checks again.
+fn vet_destination(src: &Task, dst: &Task, cur: &CurrentTask) -> Result<(), Refusal> {
+    if dst.flags() & bindings::PF_EXITING != 0 || dst.is_traced() {
         return Err(Refusal::NotUserTask);
     }
-    if s.signal != d.signal {
+    if !src.same_thread_group(dst) {
         return Err(Refusal::OtherGroup);
     }
-    // Signals sent to the worker's tid stay the worker's: they must not become the thread's. A
-    // snapshot; at the claim, the siglock held makes it exact.
-    if !d.pending_list_empty || !d.pending.is_empty() {
+    // Signals sent to the worker's tid stay the worker's: they must not become the thread's.
+    if dst.has_own_pending_signals() {
         return Err(Refusal::PendingSignals);
     }
-    // SAFETY: `dst` is valid.
-    if unsafe { syscall_user_dispatch(dst) } {
+    if dst.syscall_user_dispatch() {
         return Err(Refusal::UserDispatch);
     }
-    if s.context != d.context {
+    if !src.same_context(dst) {
         return Err(Refusal::OtherContext);
     }
-    // SAFETY: Both tasks are valid.
-    if unsafe { bindings::task_no_new_privs(dst) && !bindings::task_no_new_privs(src) } {
+    if dst.no_new_privs() && !src.no_new_privs() {
         return Err(Refusal::NoNewPrivs);
     }
     // The task itself changes them (prctl), and seccomp: a filter installed with TSYNC mitigates
     // the caller but only those threads that had no filter yet, so two tasks with the same filter
     // may still differ here. The claim holds the siglock, which seccomp takes for either change.
-    // SAFETY: `src` is valid; the flags word is only changed with atomic bit operations.
-    let s_spec = unsafe { ptr::read_volatile(addr_of!((*src).atomic_flags)) };
-    // SAFETY: As above, for `dst`.
-    let d_spec = unsafe { ptr::read_volatile(addr_of!((*dst).atomic_flags)) };
-    if !same_speculation(s_spec, d_spec) {
+    if src.speculation_ctrl() != dst.speculation_ctrl() {
         return Err(Refusal::Speculation);
     }
     #[cfg(CONFIG_SECCOMP)]
-    if s.seccomp != d.seccomp {
+    if !src.same_seccomp(dst) {
         return Err(Refusal::Seccomp);
     }
     #[cfg(CONFIG_SYSVIPC)]
-    if s.undo_list != d.undo_list {
+    if !src.same_sysvsem(dst) {
         return Err(Refusal::SysvSem);
     }
+    // Storage attached after this check and before the commit stays where it was attached (see
+    // "Known gaps" in `Documentation/io_uring/handoff.rst`).
     #[cfg(CONFIG_BPF_SYSCALL)]
-    // SAFETY: `dst` is valid.
-    if unsafe { has_bpf_storage(dst) } {
+    if dst.has_bpf_storage() {
         return Err(Refusal::BpfStorage);
     }
-    let rcu = kernel::sync::rcu::read_lock();
-    // SAFETY: Both tasks are valid, and their credentials RCU protected: live while `rcu` is.
-    let same_ns = unsafe { (*(*src).real_cred).user_ns == (*(*dst).real_cred).user_ns };
-    drop(rcu);
-    if !same_ns {
+    if !src.same_user_ns(dst) {
         return Err(Refusal::UserNs);
     }
     // The task blobs of the security modules stay with their tasks: AppArmor's pending exec
     // transition or hat, the TOMOYO domain. Both the original source and `current`, which holds
     // the tid when a promoted worker passes it on: a write to its attributes is refused while a
     // handoff is armed (io_uring_handoff_armed()), but that is its own state, not `src`'s.
-    // SAFETY: `get_current()` is always valid.
-    let cur = unsafe { bindings::get_current() };
-    // SAFETY: `src` holds the identity and is `current` or parked, `dst` waits idle: neither
-    // changes its blob meanwhile. The hook does not sleep.
-    if unsafe { bindings::security_thread_handoff(src, dst) } != 0 {
+    if kernel::security::thread_handoff(src, Some(dst)).is_err() {
         return Err(Refusal::Lsm);
     }
-    // SAFETY: `cur` is `current`, `dst` waits idle. The hook does not sleep.
-    if cur != src && unsafe { bindings::security_thread_handoff(cur, dst) } != 0 {
+    if !ptr::eq::<Task>(&**cur, src) && kernel::security::thread_handoff(cur, Some(dst)).is_err() {
         return Err(Refusal::Lsm);
     }
-    // SAFETY: `src` is `current`, `dst` valid.
-    if !unsafe { bindings::arch_thread_handoff_compatible(src, dst) } {
+    // SAFETY: `src` is `current` or parked, `dst` a valid task.
+    if !unsafe { bindings::arch_thread_handoff_compatible(src.as_ptr(), dst.as_ptr()) } {
         return Err(Refusal::Arch);
     }
     Ok(())
-}
-
-/// Returns whether tasks with the atomic flags `src` and `dst` have the same speculation controls
-/// ([`SPEC_PFA_FLAGS`]); the other atomic flags don't matter here.
-fn same_speculation(src: c_ulong, dst: c_ulong) -> bool {
-    (src ^ dst) & SPEC_PFA_FLAGS == 0
-}
-
-/// Returns whether BPF task local storage is attached to `t`, `rcu_access_pointer(t->bpf_storage)`.
-///
-/// A snapshot: storage is attached without any lock this code holds, by a map update through a
-/// pidfd or by a BPF program for the task it runs on. Storage attached after the check and before
-/// the commit stays where it was attached (see "Known gaps" in
-/// `Documentation/io_uring/handoff.rst`).
-///
-/// # Safety
-///
-/// `t` must be a valid task.
-#[cfg(CONFIG_BPF_SYSCALL)]
-unsafe fn has_bpf_storage(t: *mut Task) -> bool {
-    // SAFETY: `t` is valid; the pointer is only compared with null, never dereferenced.
-    !unsafe { ptr::read_volatile(addr_of!((*t).bpf_storage)) }.is_null()
 }
 
 /// Reads the per-thread accounting of `p` that follows its tid.
@@ -526,7 +340,7 @@ unsafe fn has_bpf_storage(t: *mut Task) -> bool {
 /// Interrupts must be off (the tick writes the CPU times from interrupt context), and `p` must be
 /// `current`, or a task that is off its CPU whose `pi_lock` the caller holds, so that it cannot
 /// run until this returns: nothing but the caller writes its accounting then.
-unsafe fn acct_read(p: *mut Task) -> bindings::thread_handoff_acct {
+unsafe fn acct_read(p: *mut RawTask) -> bindings::thread_handoff_acct {
     // SAFETY: `p` is `current` with interrupts off, or blocked with its `pi_lock` held, as
     // sched_exec_runtime_read() requires.
     let exec_runtime = unsafe { bindings::sched_exec_runtime_read(p) };
@@ -553,7 +367,7 @@ unsafe fn acct_read(p: *mut Task) -> bindings::thread_handoff_acct {
 ///
 /// `p` must be a valid task and interrupts off; `f` must not sleep.
 #[cfg(not(CONFIG_VIRT_CPU_ACCOUNTING_NATIVE))]
-unsafe fn with_prev_cputime<R>(p: *mut Task, f: impl FnOnce(&mut u64, &mut u64) -> R) -> R {
+unsafe fn with_prev_cputime<R>(p: *mut RawTask, f: impl FnOnce(&mut u64, &mut u64) -> R) -> R {
     // SAFETY: `p` is valid for the call and the lock was initialised by fork; interrupts are off,
     // as cputime_adjust() has them.
     let lock = unsafe { RawSpinLock::<()>::from_raw(addr_of_mut!((*p).prev_cputime.lock)) };
@@ -633,7 +447,7 @@ unsafe fn rebalance(
 ///
 /// `p` must be a valid task and interrupts off.
 #[cfg(not(CONFIG_VIRT_CPU_ACCOUNTING_NATIVE))]
-unsafe fn split_read(p: *mut Task) -> (u64, u64) {
+unsafe fn split_read(p: *mut RawTask) -> (u64, u64) {
     // SAFETY: Per the contract.
     unsafe { with_prev_cputime(p, |utime, stime| (*utime, *stime)) }
 }
@@ -645,7 +459,7 @@ unsafe fn split_read(p: *mut Task) -> (u64, u64) {
 ///
 /// `p` must be a valid task and interrupts off.
 #[cfg(not(CONFIG_VIRT_CPU_ACCOUNTING_NATIVE))]
-unsafe fn split_set(p: *mut Task, (utime, stime): (u64, u64)) {
+unsafe fn split_set(p: *mut RawTask, (utime, stime): (u64, u64)) {
     // SAFETY: Per the contract.
     unsafe {
         with_prev_cputime(p, |u, s| {
@@ -657,12 +471,12 @@ unsafe fn split_set(p: *mut Task, (utime, stime): (u64, u64)) {
 
 /// With native virtual CPU accounting nothing rescales the split: there is none to carry.
 #[cfg(CONFIG_VIRT_CPU_ACCOUNTING_NATIVE)]
-unsafe fn split_read(_p: *mut Task) -> (u64, u64) {
+unsafe fn split_read(_p: *mut RawTask) -> (u64, u64) {
     (0, 0)
 }
 
 #[cfg(CONFIG_VIRT_CPU_ACCOUNTING_NATIVE)]
-unsafe fn split_set(_p: *mut Task, _split: (u64, u64)) {}
+unsafe fn split_set(_p: *mut RawTask, _split: (u64, u64)) {}
 
 /// Makes `acct` the per-thread accounting of `p`, whose accounting read `old` ([`acct_read`]).
 /// The runtime keeps `p`'s slice delta (`sum_exec_runtime - prev_sum_exec_runtime`).
@@ -672,7 +486,7 @@ unsafe fn split_set(_p: *mut Task, _split: (u64, u64)) {}
 /// Interrupts must be off and the caller must hold `p`'s `pi_lock`; `p` must be off its CPU and
 /// so unable to run until this returns.
 unsafe fn acct_set(
-    p: *mut Task,
+    p: *mut RawTask,
     acct: &bindings::thread_handoff_acct,
     old: &bindings::thread_handoff_acct,
 ) {
@@ -702,7 +516,7 @@ unsafe fn acct_set(
 ///
 /// `src` must be `current`, `dst` unable to run (its `pi_lock` held), interrupts off, `sig` the
 /// signal struct of both with its siglock and `stats_lock` held.
-unsafe fn acct_move(dst: *mut Task, src: *mut Task, sig: *mut bindings::signal_struct) {
+unsafe fn acct_move(dst: *mut RawTask, src: *mut RawTask, sig: *mut bindings::signal_struct) {
     // SAFETY: Per the contract.
     unsafe {
         let old = acct_read(dst);
@@ -724,7 +538,7 @@ unsafe fn acct_move(dst: *mut Task, src: *mut Task, sig: *mut bindings::signal_s
 /// Of `src` and `dst`, tasks of the same thread group, one must be `current` and the other
 /// unable to run until this returns (asleep, with its `pi_lock` held), or both as in the KUnit
 /// test, so that neither changes its credentials meanwhile.
-unsafe fn move_creds(dst: *mut Task, src: *mut Task) {
+unsafe fn move_creds(dst: *mut RawTask, src: *mut RawTask) {
     // SAFETY: Neither task can change its credentials now, see above.
     let (old, new) = unsafe { ((*dst).real_cred, (*src).real_cred) };
     if ptr::eq(old, new) {
@@ -770,7 +584,7 @@ unsafe fn move_creds(dst: *mut Task, src: *mut Task) {
 /// # Safety
 ///
 /// Both tasks must be valid and share `sighand`, whose `siglock` the caller holds.
-unsafe fn move_signals(dst: *mut Task, src: *mut Task) {
+unsafe fn move_signals(dst: *mut RawTask, src: *mut RawTask) {
     // SAFETY: The caller holds the siglock, which protects all of these.
     unsafe {
         (*dst).blocked = (*src).blocked;
@@ -811,7 +625,7 @@ unsafe fn move_signals(dst: *mut Task, src: *mut Task) {
 /// # Safety
 ///
 /// The caller holds `tasklist_lock` for writing; `src` is the leader of `dst`'s group.
-unsafe fn move_leadership(dst: *mut Task, src: *mut Task) {
+unsafe fn move_leadership(dst: *mut RawTask, src: *mut RawTask) {
     // SAFETY: Under `tasklist_lock`, which protects the thread, task and sibling lists and the
     // group leader pointers.
     unsafe {
@@ -840,7 +654,7 @@ unsafe fn move_leadership(dst: *mut Task, src: *mut Task) {
         let head = addr_of_mut!((*(*dst).signal).thread_head);
         let mut node = (*head).next;
         while !ptr::eq(node, head) {
-            let task: *mut Task = kernel::container_of!(node, Task, thread_node);
+            let task: *mut RawTask = kernel::container_of!(node, RawTask, thread_node);
             // WRITE_ONCE(): task_lock_group_leader() reads it without `tasklist_lock`.
             ptr::write_volatile(addr_of_mut!((*task).group_leader), dst);
             node = (*node).next;
@@ -856,13 +670,13 @@ unsafe fn move_leadership(dst: *mut Task, src: *mut Task) {
 /// # Safety
 ///
 /// The caller holds `tasklist_lock` for writing.
-unsafe fn move_children(dst: *mut Task, src: *mut Task) {
+unsafe fn move_children(dst: *mut RawTask, src: *mut RawTask) {
     // SAFETY: Under `tasklist_lock`, which protects the children lists and parent pointers.
     unsafe {
         let head = addr_of_mut!((*src).children);
         let mut node = (*head).next;
         while !ptr::eq(node, head) {
-            let child: *mut Task = kernel::container_of!(node, Task, sibling);
+            let child: *mut RawTask = kernel::container_of!(node, RawTask, sibling);
             ptr::write_volatile(addr_of_mut!((*child).real_parent), dst);
             if ptr::eq((*child).parent, src) {
                 ptr::write_volatile(addr_of_mut!((*child).parent), dst);
@@ -882,7 +696,7 @@ unsafe fn move_children(dst: *mut Task, src: *mut Task) {
 /// `src` is `current` and `dst` a task of its thread group that cannot run (its `pi_lock` held).
 /// `leader` says whether `src` leads the group, in which case the caller also holds the
 /// threadgroup exclusion.
-unsafe fn exchange(dst: *mut Task, src: *mut Task, leader: bool) {
+unsafe fn exchange(dst: *mut RawTask, src: *mut RawTask, leader: bool) {
     // SAFETY: `tasklist_lock` is held for writing, as exchange_tids() and the list moves require,
     // and the siglock as move_signals() requires.
     unsafe {
@@ -902,7 +716,7 @@ unsafe fn exchange(dst: *mut Task, src: *mut Task, leader: bool) {
 ///
 /// `src` must be `current` and `dst` unable to run, its `pi_lock` held by the caller; `src`
 /// owns no PI futex and its futex state was set to exiting by [`begin`].
-unsafe fn move_futex(dst: *mut Task, src: *mut Task) {
+unsafe fn move_futex(dst: *mut RawTask, src: *mut RawTask) {
     // SAFETY: Only the task itself reads these, at exit and exec; neither runs that now.
     unsafe {
         #[cfg(CONFIG_FUTEX)]
@@ -931,7 +745,7 @@ unsafe fn move_futex(dst: *mut Task, src: *mut Task) {
 /// # Safety
 ///
 /// `src` must be the parked task whose identity `current` takes over.
-unsafe fn move_rseq(src: *mut Task) {
+unsafe fn move_rseq(src: *mut RawTask) {
     #[cfg(CONFIG_RSEQ)]
     // SAFETY: `src` is parked until this returns, per the contract.
     unsafe {
@@ -947,7 +761,7 @@ unsafe fn move_rseq(src: *mut Task) {
 /// # Safety
 ///
 /// `src` must be `current`, `dst` unable to run, its `pi_lock` held by the caller.
-unsafe fn move_attributes(dst: *mut Task, src: *mut Task) {
+unsafe fn move_attributes(dst: *mut RawTask, src: *mut RawTask) {
     // SAFETY: These fields are only written by their own task, and `dst` does not run; the no
     // new privs bit is set atomically.
     unsafe {
@@ -977,7 +791,7 @@ unsafe fn move_attributes(dst: *mut Task, src: *mut Task) {
 ///
 /// `dst` must be `current`, `src` a blocked task.
 #[cfg(CONFIG_NUMA)]
-unsafe fn move_mempolicy(dst: *mut Task, src: *mut Task) {
+unsafe fn move_mempolicy(dst: *mut RawTask, src: *mut RawTask) {
     // SAFETY: `src` is blocked, its policy cannot change under us.
     let pol = unsafe { bindings::mpol_dup((*src).mempolicy) };
     if kernel::error::from_err_ptr(pol).is_err() {
@@ -993,7 +807,7 @@ unsafe fn move_mempolicy(dst: *mut Task, src: *mut Task) {
 }
 
 #[cfg(not(CONFIG_NUMA))]
-unsafe fn move_mempolicy(_dst: *mut Task, _src: *mut Task) {}
+unsafe fn move_mempolicy(_dst: *mut RawTask, _src: *mut RawTask) {}
 
 /// The I/O priority set on `t` with `ioprio_set()`, as its `io_context` holds it
 /// (`IOPRIO_CLASS_NONE`, 0, if it has none).
@@ -1002,7 +816,7 @@ unsafe fn move_mempolicy(_dst: *mut Task, _src: *mut Task) {}
 ///
 /// `t` must be valid.
 #[cfg(CONFIG_BLOCK)]
-unsafe fn ioprio_of(t: *mut Task) -> u16 {
+unsafe fn ioprio_of(t: *mut RawTask) -> u16 {
     // `set_task_ioprio()` installs the context and writes the priority under the task lock.
     // SAFETY: `t` is valid.
     unsafe { bindings::task_lock(t) };
@@ -1035,7 +849,7 @@ unsafe fn ioprio_of(t: *mut Task) -> u16 {
 /// `dst` must be `current`, `src` the task that handed it the tid, which stays alive and does not
 /// change its own I/O context until it is released (`io_wq_handoff_finished()`).
 #[cfg(CONFIG_BLOCK)]
-unsafe fn move_ioprio(dst: *mut Task, src: *mut Task) {
+unsafe fn move_ioprio(dst: *mut RawTask, src: *mut RawTask) {
     const IOPRIO_CLASS_NONE: u32 = 0;
     // SAFETY: `src` is valid per the contract.
     let prio = unsafe { ioprio_of(src) };
@@ -1054,14 +868,14 @@ unsafe fn move_ioprio(dst: *mut Task, src: *mut Task) {
 }
 
 #[cfg(not(CONFIG_BLOCK))]
-unsafe fn move_ioprio(_dst: *mut Task, _src: *mut Task) {}
+unsafe fn move_ioprio(_dst: *mut RawTask, _src: *mut RawTask) {}
 
 /// Moves a threaded cgroup placement; the source stays where it is.
 ///
 /// # Safety
 ///
 /// `dst` must be `current`, `src` a blocked task.
-unsafe fn move_cgroup(dst: *mut Task, src: *mut Task) {
+unsafe fn move_cgroup(dst: *mut RawTask, src: *mut RawTask) {
     #[cfg(CONFIG_CGROUPS)]
     // SAFETY: Comparing the css_set pointers needs no dereference; attaching takes its own locks.
     unsafe {
@@ -1082,7 +896,7 @@ unsafe fn move_cgroup(dst: *mut Task, src: *mut Task) {
 /// `t` must be valid, with its `pi_lock` held or `current`: either keeps
 /// `__sched_setscheduler()` and `set_user_nice()`, which write them under the task's `pi_lock`
 /// and run queue lock, from changing them under us.
-unsafe fn sched_attr_of(t: *mut Task) -> bindings::sched_attr {
+unsafe fn sched_attr_of(t: *mut RawTask) -> bindings::sched_attr {
     // SAFETY: An all-zero `sched_attr` is valid: no flags, no clamps.
     let mut attr: bindings::sched_attr = unsafe { core::mem::zeroed() };
     attr.size = core::mem::size_of::<bindings::sched_attr>() as u32;
@@ -1158,7 +972,7 @@ fn reset_own_clamps(_attr: &mut bindings::sched_attr, _have: &bindings::sched_at
 /// # Safety
 ///
 /// `dst` must be `current`.
-unsafe fn move_sched(dst: *mut Task, want: &bindings::sched_attr) {
+unsafe fn move_sched(dst: *mut RawTask, want: &bindings::sched_attr) {
     let irq_off = kernel::interrupt::local_interrupt_disable();
     // SAFETY: `dst` is `current`. Its `pi_lock` serializes with changes of its attributes (a
     // setting through the tid a worker had before it was claimed may still land on it).
@@ -1184,7 +998,7 @@ unsafe fn move_sched(dst: *mut Task, want: &bindings::sched_attr) {
 ///
 /// `t` must be valid, with its `pi_lock` held for as long as the result is used: under it the user
 /// mask, if any, stays allocated and both masks stable.
-unsafe fn requested_cpus<'a>(t: *mut Task) -> &'a Cpumask {
+unsafe fn requested_cpus<'a>(t: *mut RawTask) -> &'a Cpumask {
     // SAFETY: `t` is valid.
     let user = unsafe { (*t).user_cpus_ptr };
     if user.is_null() {
@@ -1203,7 +1017,7 @@ unsafe fn requested_cpus<'a>(t: *mut Task) -> &'a Cpumask {
 /// # Safety
 ///
 /// `dst` must be `current`.
-unsafe fn move_affinity(dst: *mut Task, mask: &Cpumask) {
+unsafe fn move_affinity(dst: *mut RawTask, mask: &Cpumask) {
     let irq_off = kernel::interrupt::local_interrupt_disable();
     // SAFETY: `dst` is `current`. Its `pi_lock` serializes with changes of its masks.
     let guard = unsafe { pi_lock(dst) }.lock();
@@ -1233,7 +1047,7 @@ unsafe fn move_affinity(dst: *mut Task, mask: &Cpumask) {
 ///
 /// `dst` must be `current`, `src` the task that handed it the tid, alive until it is released
 /// (`io_wq_handoff_finished()`).
-unsafe fn move_comm(dst: *mut Task, src: *mut Task) {
+unsafe fn move_comm(dst: *mut RawTask, src: *mut RawTask) {
     // SAFETY: `src` is valid per the contract. A name written through the tid may change it
     // meanwhile (`__set_task_comm()` writes it without a lock): the read is volatile, and a torn
     // copy is written again by that writer, which finds the tid moved.
@@ -1246,44 +1060,24 @@ unsafe fn move_comm(dst: *mut Task, src: *mut Task) {
     unsafe { bindings::__set_task_comm(dst, comm.as_ptr(), false) };
 }
 
-/// Returns whether `t` leads its thread group (`thread_group_leader()`).
-///
-/// # Safety
-///
-/// `t` must be valid. The answer is stable if `t` is `current` and no handoff or exec is in
-/// flight, or under `tasklist_lock`.
-unsafe fn is_leader(t: *mut Task) -> bool {
-    // SAFETY: `t` is valid; a plain snapshot, as in C.
-    unsafe { ptr::read_volatile(addr_of!((*t).exit_signal)) >= 0 }
-}
-
 /// Vets the source again under the locks [`begin`] holds, for what others can set up on it
-/// between the vetting at arm time and the commit.
-///
-/// # Safety
-///
-/// `t` must be `current`, with `tasklist_lock` held for writing and its siglock held.
-unsafe fn vet_locked(t: *mut Task, leader: bool) -> Result<(), Refusal> {
+/// between the vetting at arm time and the commit. The answer holds for as long as
+/// `tasklist_lock` is held for writing and the siglock of `t`'s group: [`begin`] holds both.
+fn vet_locked(t: &CurrentTask, leader: bool) -> Result<(), Refusal> {
     // Everything vetted at arm time, again: other tasks may have set some of it up through the
     // tid since (PR_SCHED_CORE, sched_setscheduler(), perf_event_open(), timer_settime() of a
     // thread CPU clock, under the siglock). `ptrace` and `ptraced` change under `tasklist_lock`.
-    // SAFETY: `t` is `current`.
-    unsafe { vet_source(t) }?;
-    // SAFETY: The signal struct of a user task is valid; its flags, the exec in progress and the
-    // job control bits change under the siglock, which is held.
-    let (sig_flags, exec, jobctl) = unsafe {
-        let sig = (*t).signal;
-        ((*sig).flags, (*sig).group_exec_task, (*t).jobctl)
-    };
-    if sig_flags & bindings::SIGNAL_GROUP_EXIT != 0 || !exec.is_null() {
+    vet_source(t)?;
+    // The group's exit and exec and the job control bits change under the siglock.
+    if t.group_exiting() {
         return Err(Refusal::GroupExit);
     }
     // A group stop or a ptrace trap in progress counts this task: it must stop as itself.
-    if jobctl & bindings::JOBCTL_PENDING_MASK as c_ulong != 0 {
+    if t.jobctl() & bindings::JOBCTL_PENDING_MASK as c_ulong != 0 {
         return Err(Refusal::GroupExit);
     }
-    // SAFETY: Leadership changes under `tasklist_lock`, held.
-    if unsafe { is_leader(t) } != leader {
+    // Leadership changes under `tasklist_lock`.
+    if t.is_group_leader() != leader {
         return Err(Refusal::GroupExit);
     }
     Ok(())
@@ -1297,10 +1091,11 @@ unsafe fn vet_locked(t: *mut Task, leader: bool) -> Result<(), Refusal> {
 ///
 /// `src` must be `current`, vetted and prepared, in the scheduler's pre-sleep hook; nothing here
 /// sleeps.
-unsafe fn begin(src: *mut Task, th: &mut bindings::thread_handoff) -> Result<(), Refusal> {
-    // SAFETY: `src` is `current`; only a handoff or exec changes its leadership, and neither can
-    // run on its group now (checked again under the locks below).
-    let leader = unsafe { is_leader(src) };
+unsafe fn begin(cur: &CurrentTask, th: &mut bindings::thread_handoff) -> Result<(), Refusal> {
+    let src = cur.as_ptr();
+    // `src` is `current`; only a handoff or exec changes its leadership, and neither can run on
+    // its group now (checked again under the locks below).
+    let leader = cur.is_group_leader();
     // Leadership moves only with the threadgroup exclusion held, as in de_thread(), so that a
     // cgroup migration of the whole process keeps its leader. Don't wait for it.
     // SAFETY: `src` is valid.
@@ -1316,8 +1111,7 @@ unsafe fn begin(src: *mut Task, th: &mut bindings::thread_handoff) -> Result<(),
     unsafe { bindings::spin_lock(addr_of_mut!((*sighand).siglock)) };
     th.leader = leader;
 
-    // SAFETY: `src` is `current`; both locks are held.
-    let vetted = unsafe { vet_locked(src, leader) }.and_then(|()| {
+    let vetted = vet_locked(cur, leader).and_then(|()| {
         // SAFETY: `src` is `current`.
         unsafe { bar_pi_waiters(src) }
     });
@@ -1342,7 +1136,7 @@ unsafe fn begin(src: *mut Task, th: &mut bindings::thread_handoff) -> Result<(),
 /// # Safety
 ///
 /// `t` must be `current`.
-unsafe fn bar_pi_waiters(t: *mut Task) -> Result<(), Refusal> {
+unsafe fn bar_pi_waiters(t: *mut RawTask) -> Result<(), Refusal> {
     #[cfg(CONFIG_FUTEX)]
     {
         // SAFETY: `t` is `current`. Its `pi_lock` protects the PI state list and the futex state;
@@ -1378,7 +1172,7 @@ unsafe fn bar_pi_waiters(t: *mut Task) -> Result<(), Refusal> {
 /// # Safety
 ///
 /// `t` must be `current`, with interrupts off.
-unsafe fn allow_pi_waiters(t: *mut Task, th: Option<&mut bindings::thread_handoff>) {
+unsafe fn allow_pi_waiters(t: *mut RawTask, th: Option<&mut bindings::thread_handoff>) {
     // SAFETY: `t` is `current`; interrupts are off, as for every `pi_lock` holder.
     let guard = unsafe { pi_lock(t) }.lock();
     #[cfg(CONFIG_FUTEX)]
@@ -1402,7 +1196,7 @@ unsafe fn allow_pi_waiters(t: *mut Task, th: Option<&mut bindings::thread_handof
 /// # Safety
 ///
 /// `src` must be `current`, holding them; `leader` as recorded by [`begin`].
-unsafe fn unlock(src: *mut Task, leader: bool) {
+unsafe fn unlock(src: *mut RawTask, leader: bool) {
     // SAFETY: Per the contract, in reverse order of [`begin`].
     unsafe {
         bindings::write_sequnlock(addr_of_mut!((*(*src).signal).stats_lock));
@@ -1415,7 +1209,7 @@ unsafe fn unlock(src: *mut Task, leader: bool) {
 /// # Safety
 ///
 /// `src` must be `current`, holding them; `leader` as recorded by [`begin`].
-unsafe fn unlock_tasks(src: *mut Task, leader: bool) {
+unsafe fn unlock_tasks(src: *mut RawTask, leader: bool) {
     // SAFETY: Per the contract, in reverse order of [`begin`].
     unsafe {
         let sighand = (*src).sighand;
@@ -1433,7 +1227,7 @@ unsafe fn unlock_tasks(src: *mut Task, leader: bool) {
 /// # Safety
 ///
 /// Must follow a successful [`begin`] on `src` with `th`.
-unsafe fn abort(src: *mut Task, th: &mut bindings::thread_handoff) {
+unsafe fn abort(src: *mut RawTask, th: &mut bindings::thread_handoff) {
     // SAFETY: `src` is `current`, interrupts are off, and the locks are held.
     unsafe {
         allow_pi_waiters(src, None);
@@ -1458,7 +1252,7 @@ unsafe fn abort(src: *mut Task, th: &mut bindings::thread_handoff) {
 /// Must follow a successful [`begin`] on `src` with `th`; `dst` must be a task of `src`'s group
 /// that passed [`vet_destination`], off its CPU and asleep, with its `pi_lock` held by the
 /// caller, so that it cannot run until this returns.
-unsafe fn commit(dst: *mut Task, src: *mut Task, th: &mut bindings::thread_handoff) {
+unsafe fn commit(dst: *mut RawTask, src: *mut RawTask, th: &mut bindings::thread_handoff) {
     // SAFETY: Per the contract; each step's requirements hold under the locks held.
     unsafe {
         // The accounting first, so that it is in place when a lookup of the tid finds `dst`
@@ -1499,7 +1293,7 @@ unsafe fn commit(dst: *mut Task, src: *mut Task, th: &mut bindings::thread_hando
 /// # Safety
 ///
 /// `t` must be valid.
-unsafe fn wake_settings(t: *mut Task) {
+unsafe fn wake_settings(t: *mut RawTask) {
     // The count is even before a waiter is looked for: pairs with the barrier of the waiter's
     // prepare_to_wait_event() (wait_var_event()).
     smp_mb(Full);
@@ -1514,7 +1308,7 @@ unsafe fn wake_settings(t: *mut Task) {
 ///
 /// `dst` must be `current`, `src` a task of the same thread group that committed its identity to
 /// `dst` or to a task that passed it on to `dst`, parked until this returns.
-unsafe fn finish(dst: *mut Task, src: *mut Task) -> c_int {
+unsafe fn finish(dst: *mut RawTask, src: *mut RawTask) -> c_int {
     // SAFETY: Per the function's contract, each step's requirements hold.
     unsafe {
         move_rseq(src);
@@ -1522,7 +1316,7 @@ unsafe fn finish(dst: *mut Task, src: *mut Task) -> c_int {
         move_cgroup(dst, src);
         // Leadership moved with the tid if `dst`, a worker until it was handed the identity,
         // leads now. Stable: only a handoff or exec by `dst` itself changes that now.
-        bindings::arch_thread_handoff_finish(src, is_leader(dst))
+        bindings::arch_thread_handoff_finish(src, Task::from_raw(dst).is_group_leader())
     }
 }
 
@@ -1538,7 +1332,10 @@ unsafe fn finish(dst: *mut Task, src: *mut Task) -> c_int {
 /// holds the tid writes (in its own handoff): `current` from now on. `src` must be the task that
 /// committed it, alive until it is released (`io_wq_handoff_finished()`).
 #[export]
-pub unsafe extern "C" fn thread_handoff_adopt(th: *const bindings::thread_handoff, src: *mut Task) {
+pub unsafe extern "C" fn thread_handoff_adopt(
+    th: *const bindings::thread_handoff,
+    src: *mut RawTask,
+) {
     // SAFETY: `get_current()` has no preconditions.
     let cur = unsafe { bindings::get_current() };
     // SAFETY: Per the contract `th` is valid, and the claimer's writes are visible: the claimed
@@ -1571,15 +1368,10 @@ pub unsafe extern "C" fn thread_handoff_adopt(th: *const bindings::thread_handof
     unsafe { wake_settings(cur) };
 }
 
-/// Returns whether the identity of `src`, which must be `current`, may be handed off.
-///
-/// # Safety
-///
-/// `src` must be `current`.
+/// Returns whether the identity of `current` may be handed off.
 #[export]
-pub unsafe extern "C" fn thread_handoff_allowed(src: *mut Task) -> bool {
-    // SAFETY: Per the contract, `src` is `current`.
-    unsafe { vet_source(src) }.is_ok()
+pub extern "C" fn thread_handoff_allowed() -> bool {
+    vet_source(current!()).is_ok()
 }
 
 /// Returns whether `dst` can take over the identity of `src`.
@@ -1589,9 +1381,10 @@ pub unsafe extern "C" fn thread_handoff_allowed(src: *mut Task) -> bool {
 /// `src` must be `current`, or the task whose identity is in flight, parked in a handoff that
 /// `current` passes on; `dst` a valid task.
 #[export]
-pub unsafe extern "C" fn thread_handoff_compatible(src: *mut Task, dst: *mut Task) -> bool {
-    // SAFETY: Per the contract.
-    unsafe { vet_destination(src, dst) }.is_ok()
+pub unsafe extern "C" fn thread_handoff_compatible(src: *mut RawTask, dst: *mut RawTask) -> bool {
+    // SAFETY: Per the contract, `src` and `dst` are valid for the call.
+    let (src, dst) = unsafe { (Task::from_raw(src), Task::from_raw(dst)) };
+    vet_destination(src, dst, current!()).is_ok()
 }
 
 /// Prepares `current` for the handoff right before it blocks.
@@ -1601,10 +1394,7 @@ pub unsafe extern "C" fn thread_handoff_compatible(src: *mut Task, dst: *mut Tas
 /// Must be called by the source after it was vetted, from the pre-sleep hook.
 #[export]
 pub unsafe extern "C" fn thread_handoff_prepare() -> bool {
-    // SAFETY: `get_current()` is always valid.
-    let t = unsafe { bindings::get_current() };
-    // SAFETY: `t` is `current`.
-    if unsafe { vet_pinned_state(t) }.is_err() {
+    if vet_pinned_state(current!()).is_err() {
         return false;
     }
     // SAFETY: Called on `current` right before it blocks, as the hook requires.
@@ -1621,7 +1411,7 @@ pub unsafe extern "C" fn thread_handoff_prepare() -> bool {
 #[export]
 pub unsafe extern "C" fn thread_handoff_begin(th: *mut bindings::thread_handoff) -> bool {
     // SAFETY: Per the contract.
-    unsafe { begin(bindings::get_current(), &mut *th) }.is_ok()
+    unsafe { begin(current!(), &mut *th) }.is_ok()
 }
 
 /// Closes the critical section [`thread_handoff_begin`] opened without a handoff.
@@ -1642,7 +1432,10 @@ pub unsafe extern "C" fn thread_handoff_abort(th: *mut bindings::thread_handoff)
 /// Must follow a successful [`thread_handoff_begin`] with the same `th`; `dst` vetted, asleep and
 /// pinned by its `pi_lock`, which this drops.
 #[export]
-pub unsafe extern "C" fn thread_handoff_commit(dst: *mut Task, th: *mut bindings::thread_handoff) {
+pub unsafe extern "C" fn thread_handoff_commit(
+    dst: *mut RawTask,
+    th: *mut bindings::thread_handoff,
+) {
     // SAFETY: Per the contract.
     unsafe { commit(dst, bindings::get_current(), &mut *th) }
 }
@@ -1653,7 +1446,7 @@ pub unsafe extern "C" fn thread_handoff_commit(dst: *mut Task, th: *mut bindings
 ///
 /// See [`finish`].
 #[export]
-pub unsafe extern "C" fn thread_handoff_finish(src: *mut Task) -> c_int {
+pub unsafe extern "C" fn thread_handoff_finish(src: *mut RawTask) -> c_int {
     // SAFETY: Per the contract.
     unsafe { finish(bindings::get_current(), src) }
 }
@@ -1682,42 +1475,17 @@ mod tests {
 
     #[test]
     fn kernel_thread_is_refused() {
-        // SAFETY: KUnit runs the test in a kernel thread; `get_current()` is `current`.
-        let me = unsafe { bindings::get_current() };
-        // SAFETY: `me` is `current`.
-        assert_eq!(unsafe { vet_source(me) }, Err(Refusal::NotUserTask));
-        // SAFETY: As above.
-        assert!(!unsafe { thread_handoff_allowed(me) });
-    }
-
-    #[test]
-    fn speculation_controls_must_match() {
-        // Named one by one, not through `SPEC_PFA_FLAGS`: a control dropped from it must fail.
-        let controls = [
-            bindings::PFA_SPEC_SSB_DISABLE,
-            bindings::PFA_SPEC_SSB_FORCE_DISABLE,
-            bindings::PFA_SPEC_IB_DISABLE,
-            bindings::PFA_SPEC_IB_FORCE_DISABLE,
-            bindings::PFA_SPEC_SSB_NOEXEC,
-        ];
-        let other = (1 << bindings::PFA_NO_NEW_PRIVS) | (1 << bindings::PFA_SPREAD_PAGE);
-        for bit in controls {
-            let f: c_ulong = 1 << bit;
-            assert!(!same_speculation(f, 0));
-            assert!(!same_speculation(other, f | other));
-            assert!(same_speculation(f, f | other));
-        }
-        assert!(same_speculation(other, 0));
-        assert!(same_speculation(0, 0));
+        // KUnit runs the test in a kernel thread.
+        assert_eq!(vet_source(current!()), Err(Refusal::NotUserTask));
+        assert!(!thread_handoff_allowed());
     }
 
     #[test]
     fn other_thread_group_is_refused() {
-        // SAFETY: `init_task` is static and valid; the test thread is `current`.
-        let (me, idle) = unsafe { (bindings::get_current(), addr_of_mut!(bindings::init_task)) };
-        // SAFETY: As above.
-        let verdict = unsafe { vet_destination(me, idle) };
-        assert_eq!(verdict, Err(Refusal::OtherGroup));
+        // SAFETY: `init_task` is static, valid forever.
+        let idle = unsafe { Task::from_raw(addr_of_mut!(bindings::init_task)) };
+        let me = current!();
+        assert_eq!(vet_destination(me, idle, me), Err(Refusal::OtherGroup));
     }
 
     /// The thread function of a [`Sleeper`], which never gets to run it.
@@ -1784,7 +1552,7 @@ mod tests {
     /// It sleeps in `kthread()` until dropped, then exits without running its thread function.
     /// Off its CPU and off the runqueue it does not touch its own accounting: the test is the only
     /// writer of it, as [`acct_read`] and [`acct_set`] require of a task that is not `current`.
-    struct Sleeper(*mut Task);
+    struct Sleeper(*mut RawTask);
 
     impl Sleeper {
         fn new(name: &CStr) -> Result<Self> {
@@ -1950,7 +1718,7 @@ mod tests {
     /// # Safety
     ///
     /// `t` must be a valid task; `f` must not sleep.
-    unsafe fn pinned<R>(t: *mut Task, f: impl FnOnce() -> R) -> R {
+    unsafe fn pinned<R>(t: *mut RawTask, f: impl FnOnce() -> R) -> R {
         let _irq_off = kernel::interrupt::local_interrupt_disable();
         // SAFETY: `t` is valid for the call.
         let _guard = unsafe { pi_lock(t) }.lock();
@@ -1963,7 +1731,7 @@ mod tests {
     ///
     /// `t` must be a valid task.
     #[cfg(not(CONFIG_VIRT_CPU_ACCOUNTING_NATIVE))]
-    unsafe fn set_prev_cputime(t: *mut Task, split: (u64, u64)) {
+    unsafe fn set_prev_cputime(t: *mut RawTask, split: (u64, u64)) {
         let _irq_off = kernel::interrupt::local_interrupt_disable();
         // SAFETY: `t` is valid and interrupts are off.
         unsafe { split_set(t, split) };
@@ -1975,7 +1743,7 @@ mod tests {
     ///
     /// `t` must be a valid task.
     #[cfg(not(CONFIG_VIRT_CPU_ACCOUNTING_NATIVE))]
-    unsafe fn prev_cputime(t: *mut Task) -> (u64, u64) {
+    unsafe fn prev_cputime(t: *mut RawTask) -> (u64, u64) {
         let _irq_off = kernel::interrupt::local_interrupt_disable();
         // SAFETY: `t` is valid and interrupts are off.
         unsafe { split_read(t) }
@@ -1986,7 +1754,7 @@ mod tests {
     /// # Safety
     ///
     /// `t` must be the task of a live [`Sleeper`].
-    unsafe fn store(t: *mut Task, v: &Snapshot) {
+    unsafe fn store(t: *mut RawTask, v: &Snapshot) {
         // SAFETY: `t` cannot run, the scheduler does not write the runtime of a sleeping task.
         unsafe { (*t).se.sum_exec_runtime = v.runtime.0 };
         // SAFETY: As above.
@@ -2021,7 +1789,7 @@ mod tests {
     /// # Safety
     ///
     /// `t` must be the task of a live [`Sleeper`].
-    unsafe fn load(t: *mut Task) -> Snapshot {
+    unsafe fn load(t: *mut RawTask) -> Snapshot {
         // SAFETY: `t` cannot run: the test is the only writer of the fields read here.
         let utime = unsafe { (*t).utime };
         // SAFETY: As above.
@@ -2246,7 +2014,7 @@ mod tests {
         let (old_before, new_before) = unsafe { (usage(old), usage(new)) };
 
         // A fake source carrying `new`: move_creds() only reads its `real_cred`.
-        let mut src = KBox::<Task>::new_uninit(GFP_KERNEL)?;
+        let mut src = KBox::<RawTask>::new_uninit(GFP_KERNEL)?;
         // SAFETY: An all-zero `task_struct` is a valid value of the type; it is never used as a
         // real task.
         let mut src = unsafe {

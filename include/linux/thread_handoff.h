@@ -10,7 +10,7 @@
  *
  * Sequence, for a source S (current, about to sleep) and a destination D:
  *
- *   S: thread_handoff_allowed(S)            vet the source
+ *   S: thread_handoff_allowed()             vet the source
  *   S: thread_handoff_prepare()             sync live register state
  *   S: thread_handoff_begin(&th)            lock, vet again
  *   S: claim D, vetted with thread_handoff_compatible(S, D), asleep and
@@ -94,7 +94,7 @@ static inline bool task_handoff_moving(struct task_struct *p)
 }
 
 #ifdef CONFIG_THREAD_HANDOFF
-bool thread_handoff_allowed(struct task_struct *src);
+bool thread_handoff_allowed(void);
 bool thread_handoff_compatible(struct task_struct *src, struct task_struct *dst);
 bool thread_handoff_prepare(void);
 bool thread_handoff_begin(struct thread_handoff *th);
@@ -232,7 +232,7 @@ static inline bool thread_handoff_moved(struct task_struct *p, pid_t nr,
 	return moved;
 }
 #else
-static inline bool thread_handoff_allowed(struct task_struct *src)
+static inline bool thread_handoff_allowed(void)
 {
 	return false;
 }
