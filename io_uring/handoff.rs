@@ -219,6 +219,38 @@ unsafe fn sleep_in_place(
     restore_signals(cur, ho);
 }
 
+/// What [`claim`] claims a worker with.
+struct Claim {
+    wq: *mut bindings::io_wq,
+    bound: bool,
+    /// The task whose identity is handed off: `current`, or the task it came from.
+    src: *mut Task,
+    /// The armed request.
+    req: *mut Req,
+    /// The claimed worker's task, or null.
+    dst: *mut Task,
+}
+
+/// Claims an idle io-wq worker for `thread_handoff_move()` and, if one was, takes io-wq's
+/// reference on the request, before the worker can run what completes it: the request is ours to
+/// finish as a worker from here on.
+///
+/// # Safety
+///
+/// `data` must point to a [`Claim`] that only this call uses, whose io-wq is live and whose
+/// request is armed; called by `thread_handoff_move()`, under `tasklist_lock`, interrupts off.
+unsafe extern "C" fn claim(data: *mut c_void) -> *mut Task {
+    // SAFETY: Per the contract.
+    let c = unsafe { &mut *data.cast::<Claim>() };
+    // SAFETY: The io-wq is live, `src` valid and interrupts are off.
+    c.dst = unsafe { bindings::io_wq_handoff_claim(c.wq, c.bound, Some(resume), c.src) };
+    if !c.dst.is_null() {
+        // SAFETY: The request is armed, valid.
+        unsafe { bindings::io_handoff_work_get(c.req) };
+    }
+    c.dst
+}
+
 /// The `PF_IO_HANDOFF` hook, called from `sched_submit_work()` when `tsk`, `current`, is about
 /// to block inside an armed inline issue. Hands the identity to an idle worker if it can; if it
 /// can't, the task simply blocks. Must not sleep: `uring_lock` is held on entry.
@@ -263,33 +295,30 @@ pub unsafe extern "C" fn io_uring_task_sleeping(tsk: *mut Task) {
             );
             return;
         }
-        // From here until the commit, nothing that names the thread acts on it: see
+        // From here until the identity moved, nothing that names the thread acts on it: see
         // kernel/thread_handoff.rs.
-        if !bindings::thread_handoff_begin(&mut ho.th) {
-            sleep_in_place(
-                cur,
-                ho,
-                req,
-                bindings::io_handoff_refusal_IO_HANDOFF_R_PREPARE,
-            );
+        let mut claimed = Claim {
+            wq: (*tctx).io_wq,
+            bound: ho.bound,
+            src,
+            req,
+            dst: ptr::null_mut(),
+        };
+        let moved = bindings::thread_handoff_move(
+            &mut ho.th,
+            Some(claim),
+            ptr::addr_of_mut!(claimed).cast(),
+        );
+        if moved != 0 {
+            let why = if moved == ESRCH.to_errno() {
+                bindings::io_handoff_refusal_IO_HANDOFF_R_WORKER
+            } else {
+                bindings::io_handoff_refusal_IO_HANDOFF_R_PREPARE
+            };
+            sleep_in_place(cur, ho, req, why);
             return;
         }
-        let dst = bindings::io_wq_handoff_claim((*tctx).io_wq, ho.bound, Some(resume), src);
-        if dst.is_null() {
-            bindings::thread_handoff_abort(&mut ho.th);
-            sleep_in_place(
-                cur,
-                ho,
-                req,
-                bindings::io_handoff_refusal_IO_HANDOFF_R_WORKER,
-            );
-            return;
-        }
-        // Claimed, and `dst` pinned: the tid, the signals and the credentials are its from here
-        // on, and the request is ours to finish as a worker, holding io-wq's reference on it,
-        // taken before `dst` can run what completes it.
-        bindings::io_handoff_work_get(req);
-        bindings::thread_handoff_commit(dst, &mut ho.th);
+        let dst = claimed.dst;
         ho.src = src;
         ho.prev = tsk;
         ho.ctx = ctx;

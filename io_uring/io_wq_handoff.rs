@@ -140,13 +140,13 @@ unsafe fn claim_in(
 /// Claims an idle worker of `wq` to take over the identity of `src`, preferring the pool the
 /// blocked request belongs to. The worker runs `func` instead of the worker loop once
 /// `io_wq_handoff_commit()` lets it go. Returns the worker's task, asleep and with its `pi_lock`
-/// held for the identity move (`thread_handoff_commit()` drops it), or NULL if none is idle.
+/// held for the identity move (`thread_handoff_move()` drops it), or NULL if none is idle.
 ///
 /// # Safety
 ///
 /// `wq` must be the live io-wq of `current`'s io_uring context, `src` a valid task whose
 /// identity is being handed off (`current`, or the task it came from); interrupts must be off
-/// (`thread_handoff_begin()` holds `tasklist_lock`).
+/// (`thread_handoff_move()` holds `tasklist_lock`).
 #[export]
 pub unsafe extern "C" fn io_wq_handoff_claim(
     wq: *mut Wq,

@@ -12,16 +12,16 @@
  *
  *   S: thread_handoff_allowed()             vet the source
  *   S: thread_handoff_prepare()             sync live register state
- *   S: thread_handoff_begin(&th)            lock, vet again
- *   S: claim D, vetted with thread_handoff_compatible(S, D), asleep and
- *      pinned under D->pi_lock
- *   S: thread_handoff_commit(D, &th)        move what names the thread
- *      or thread_handoff_abort(&th)         no D: give everything back
+ *   S: thread_handoff_move(&th, claim, data)
+ *        lock, vet again, then claim(data) returns D, vetted with
+ *        thread_handoff_compatible(S, D), asleep and pinned under
+ *        D->pi_lock; move what names the thread, or without a D give
+ *        everything back
  *   D: thread_handoff_adopt(&th, S)         scheduling attributes, affinity,
  *                                           I/O priority, comm
  *   D: thread_handoff_finish(S)             move the rest, S is parked
  *
- * thread_handoff_commit() moves, in one critical section under
+ * thread_handoff_move() moves, in one critical section under
  * tasklist_lock and the siglock, everything another task reaches the thread
  * through: its tid (and with it leadership, children, /proc and pidfds),
  * signal state, credentials, futex ownership, the robust list and the
@@ -48,28 +48,12 @@
 #include <linux/wait_bit.h>
 #include <uapi/linux/sched/types.h>
 
-/*
- * Per-thread accounting that follows the tid, so its counters stay monotonic:
- * copied onto the destination and discounted from the process's totals.
- */
-struct thread_handoff_acct {
-	u64 utime;
-	u64 stime;
-	u64 gtime;
-	u64 exec_runtime;
-	unsigned long min_flt;
-	unsigned long maj_flt;
-	unsigned long nvcsw;
-	unsigned long nivcsw;
-	struct task_io_accounting ioac;
-};
-
-/* A handoff between thread_handoff_begin() and its commit or abort. */
+/* A handoff, filled in by thread_handoff_move() for thread_handoff_adopt(). */
 struct thread_handoff {
 	/* the source led its group: the threadgroup exclusion is held */
 	bool leader;
 	/*
-	 * Taken from the source by thread_handoff_commit(), for
+	 * Taken from the source by thread_handoff_move(), for
 	 * thread_handoff_adopt(): its scheduling attributes, and the CPU
 	 * affinity the user requested (the effective one if none was).
 	 */
@@ -97,9 +81,8 @@ static inline bool task_handoff_moving(struct task_struct *p)
 bool thread_handoff_allowed(void);
 bool thread_handoff_compatible(struct task_struct *src, struct task_struct *dst);
 bool thread_handoff_prepare(void);
-bool thread_handoff_begin(struct thread_handoff *th);
-void thread_handoff_abort(struct thread_handoff *th);
-void thread_handoff_commit(struct task_struct *dst, struct thread_handoff *th);
+int thread_handoff_move(struct thread_handoff *th,
+			struct task_struct *(*claim)(void *data), void *data);
 void thread_handoff_adopt(const struct thread_handoff *th,
 			  struct task_struct *src);
 int thread_handoff_finish(struct task_struct *src);
@@ -126,7 +109,7 @@ int arch_thread_handoff_finish(struct task_struct *src, bool leader);
 
 /*
  * Settings made through a tid while its identity moves. The destination of
- * a handoff holds the tid from thread_handoff_commit() on, but has the
+ * a handoff holds the tid from thread_handoff_move() on, but has the
  * scheduling attributes, the CPU affinity, the I/O priority and the name
  * (comm) of the thread only once it ran thread_handoff_adopt(), the first
  * thing it does (no blocking work in between); its handoff_seq is odd until
@@ -248,18 +231,11 @@ static inline bool thread_handoff_prepare(void)
 	return false;
 }
 
-static inline bool thread_handoff_begin(struct thread_handoff *th)
+static inline int thread_handoff_move(struct thread_handoff *th,
+				      struct task_struct *(*claim)(void *data),
+				      void *data)
 {
-	return false;
-}
-
-static inline void thread_handoff_abort(struct thread_handoff *th)
-{
-}
-
-static inline void thread_handoff_commit(struct task_struct *dst,
-					 struct thread_handoff *th)
-{
+	return -EOPNOTSUPP;
 }
 
 static inline void thread_handoff_adopt(const struct thread_handoff *th,
