@@ -15,15 +15,10 @@
 
 use core::ptr;
 use kernel::{
-    bindings,
-    prelude::*,
-    sync::{
-        atomic::{Acquire, Atomic},
-        RawSpinLock,
-    },
+    bindings, interrupt::LocalInterruptDisabled, prelude::*, sync::RawSpinLock, task::Task,
 };
 
-type Task = bindings::task_struct;
+type RawTask = bindings::task_struct;
 type Worker = bindings::io_worker;
 type Acct = bindings::io_wq_acct;
 type Wq = bindings::io_wq;
@@ -46,38 +41,10 @@ unsafe fn acct_of(wq: *mut Wq, bound: bool) -> *mut Acct {
     unsafe { ptr::addr_of_mut!((*wq).acct[idx as usize]) }
 }
 
-/// Takes the `pi_lock` of `task` if it is off its CPU and asleep: then nothing can wake it (wake
-/// ups take the `pi_lock` first) or have it write its own state until the lock is dropped. A
-/// worker that set [`IO_WORKER_F_IDLE_SLEEP`](bindings::IO_WORKER_F_IDLE_SLEEP) may still be on
-/// its way into the scheduler, or already woken by its timeout: then it is not pinned.
-///
-/// # Safety
-///
-/// `task` must be valid; interrupts must be off.
-unsafe fn pin_asleep(task: *mut Task) -> bool {
-    // SAFETY: `task` is valid; the lock is the task's own.
-    let lock = unsafe { ptr::addr_of_mut!((*task).pi_lock) };
-    // SAFETY: Interrupts are off, as for every `pi_lock` holder.
-    unsafe { bindings::raw_spin_lock(lock) };
-    // SAFETY: Under `pi_lock` no wake up can start; these are snapshots of fields that the
-    // scheduler only sets again in a wake up. Only the idle sleep of the worker loop counts (no
-    // `TASK_RTLOCK_WAIT` or other sleep on the way), and `on_cpu` is read with acquire, pairing
-    // with the release in finish_task(), as try_to_wake_up() does: the task is done with its
-    // switch out before its fields are written.
-    let asleep = unsafe {
-        ptr::read_volatile(ptr::addr_of!((*task).__state)) == bindings::TASK_INTERRUPTIBLE
-            && ptr::read_volatile(ptr::addr_of!((*task).on_rq)) == 0
-            && Atomic::from_ptr(ptr::addr_of_mut!((*task).on_cpu).cast::<i8>()).load(Acquire) == 0
-    };
-    if !asleep {
-        // SAFETY: Taken above.
-        unsafe { bindings::raw_spin_unlock(lock) };
-    }
-    asleep
-}
-
 /// Claims an idle sleeper of `acct` that can take the identity of `src`. Returns its task with
-/// its `pi_lock` held, see [`pin_asleep`].
+/// its `pi_lock` held, pinned asleep ([`PiLocked::pin_if_asleep`](kernel::task::PiLocked::pin_if_asleep)). A worker that set
+/// [`IO_WORKER_F_IDLE_SLEEP`](bindings::IO_WORKER_F_IDLE_SLEEP) may still be on its way into the
+/// scheduler, or already woken by its timeout: then it is not pinned, and not claimed.
 ///
 /// # Safety
 ///
@@ -86,9 +53,11 @@ unsafe fn claim_in(
     wq: *mut Wq,
     acct: *mut Acct,
     func: bindings::io_wq_handoff_fn,
-    src: *mut Task,
-) -> *mut Task {
+    src: *mut RawTask,
+) -> *mut RawTask {
     let mut found = ptr::null_mut();
+    // SAFETY: Interrupts are off for the whole call, per the contract.
+    let irq = unsafe { LocalInterruptDisabled::assume_disabled() };
 
     // SAFETY: `acct` is a pool of the live `wq`; its lock was initialised with the pool and
     // protects the free list and the worker fields used below. Interrupts are off.
@@ -96,7 +65,7 @@ unsafe fn claim_in(
         unsafe { RawSpinLock::<()>::from_raw(ptr::addr_of_mut!((*acct).workers_lock)) }.lock();
     // SAFETY: Under the lock, the free list and the workers on it are valid; the flag words are
     // changed with atomic bit operations, `test_bit()` reads them atomically; `task` is valid as
-    // long as its worker is on the list, and pinned if `pin_asleep()` says so.
+    // long as its worker is on the list, and pinned if `pin_if_asleep()` says so.
     unsafe {
         if !bindings::test_bit(
             bindings::IO_WQ_BIT_EXIT as c_ulong,
@@ -114,9 +83,16 @@ unsafe fn claim_in(
                     continue;
                 }
                 let task = (*worker).task;
-                if !bindings::thread_handoff_compatible(src, task) || !pin_asleep(task) {
+                if !bindings::thread_handoff_compatible(src, task) {
                     continue;
                 }
+                // Only the idle sleep of the worker loop counts, no other sleep on the way.
+                let Some(pinned) = Task::from_raw(task)
+                    .lock_pi(irq)
+                    .pin_if_asleep(bindings::TASK_INTERRUPTIBLE)
+                else {
+                    continue;
+                };
                 bindings::clear_bit(
                     bindings::IO_WORKER_F_FREE as c_ulong,
                     ptr::addr_of_mut!((*worker).flags),
@@ -128,6 +104,8 @@ unsafe fn claim_in(
                     ptr::addr_of_mut!((*worker).handoff),
                     bindings::IO_WORKER_HANDOFF_PROMOTE as c_int,
                 );
+                // `thread_handoff_move()` drops the `pi_lock`.
+                pinned.keep_pinned();
                 found = task;
                 break;
             }
@@ -152,8 +130,8 @@ pub unsafe extern "C" fn io_wq_handoff_claim(
     wq: *mut Wq,
     bound: bool,
     func: bindings::io_wq_handoff_fn,
-    src: *mut Task,
-) -> *mut Task {
+    src: *mut RawTask,
+) -> *mut RawTask {
     for b in [bound, !bound] {
         // SAFETY: Per the contract, `wq` is live.
         let task = unsafe { claim_in(wq, acct_of(wq, b), func, src) };

@@ -92,6 +92,9 @@ enum Refusal {
     BpfStorage,
     /// The destination belongs to another thread group.
     OtherGroup,
+    /// The destination runs with borrowed credentials (`override_creds()`), which it would put
+    /// back over the ones it takes.
+    BorrowedCreds,
     /// Signals are pending on the destination itself.
     PendingSignals,
     /// The destination shares a different mm, file table, fs or namespaces.
@@ -247,6 +250,9 @@ fn vet_destination(src: &Task, dst: &Task, cur: &CurrentTask) -> Result<(), Refu
     if !src.same_thread_group(dst) {
         return Err(Refusal::OtherGroup);
     }
+    if !dst.runs_with_own_creds() {
+        return Err(Refusal::BorrowedCreds);
+    }
     // Signals sent to the worker's tid stay the worker's: they must not become the thread's.
     if dst.has_own_pending_signals() {
         return Err(Refusal::PendingSignals);
@@ -362,7 +368,6 @@ fn move_identity<'a>(
     let tasklist = TasklistWriteGuard::lock();
     let irq = tasklist.irq_disabled();
     let siglock = cur.lock_siglock(irq);
-    th.leader = leader;
     vet_locked(cur, leader).map_err(NotMoved::Refused)?;
     // A waiter that looked the source up by its tid before the tid moves retries the lookup
     // instead of attaching to a task that no longer has the tid.
@@ -377,6 +382,14 @@ fn move_identity<'a>(
         cur.allow_pi_waiters(&cur.lock_pi(irq));
         return Err(NotMoved::NoDestination);
     };
+    // What the moves below check, checked before the first of them writes, so that none fails
+    // halfway: the claim vetted `dst` ([`vet_destination`]) under the locks held since, and the
+    // source's leadership was checked again under them ([`vet_locked`]). A failure is a bug; the
+    // claimed worker is lost then, but the identity stays whole.
+    if kernel::warn_on!(!cur.same_thread_group(dst.task()) || !dst.task().runs_with_own_creds()) {
+        cur.allow_pi_waiters(&cur.lock_pi(irq));
+        return Err(NotMoved::Refused(Refusal::OtherGroup));
+    }
 
     // The accounting first, so that it is in place when a lookup of the tid finds `dst` (some
     // readers, task_sched_runtime() of a sleeping task, take no lock). The source keeps its own
@@ -405,8 +418,8 @@ fn move_identity<'a>(
             tasklist.move_children(cur, &dst);
             siglock.move_signal_state(cur, &dst)
         });
-    kernel::warn_on!(moved.is_err());
-    dst.take_creds(cur);
+    let creds = dst.take_creds(cur);
+    kernel::warn_on!(moved.is_err() || creds.is_err());
     dst.take_futex_state(cur);
     dst.take_attributes(cur);
     // `dst` is the thread from here on: what checks for user workers must not treat it as one.
@@ -495,9 +508,9 @@ fn finish(cur: &CurrentTask, src: &Parked<'_>) -> c_int {
 ///
 /// `current` must be vetted ([`thread_handoff_allowed`]) and prepared
 /// ([`thread_handoff_prepare`]), in the pre-sleep hook; `th` valid for writes. `claim` is called
-/// once, with `data`, under `tasklist_lock` with interrupts off, and must return NULL or a task of
-/// `current`'s group that passed [`thread_handoff_compatible`] under those locks, asleep, with its
-/// `pi_lock` held: this drops it.
+/// once, with `data`, under `tasklist_lock`, the siglock and `stats_lock` with interrupts off, and
+/// must return NULL or a task of `current`'s group that passed [`thread_handoff_compatible`] under
+/// those locks, asleep, with its `pi_lock` held: this drops it.
 #[export]
 pub unsafe extern "C" fn thread_handoff_move(
     th: *mut bindings::thread_handoff,

@@ -50,8 +50,6 @@
 
 /* A handoff, filled in by thread_handoff_move() for thread_handoff_adopt(). */
 struct thread_handoff {
-	/* the source led its group: the threadgroup exclusion is held */
-	bool leader;
 	/*
 	 * Taken from the source by thread_handoff_move(), for
 	 * thread_handoff_adopt(): its scheduling attributes, and the CPU

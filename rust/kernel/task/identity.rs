@@ -20,6 +20,7 @@ use crate::{
     prelude::*,
     signal::{SigSet, Signal},
     task::{CurrentTask, PiLocked, Pinned, SiglockGuard, Task, TasklistWriteGuard},
+    types::NotThreadSafe,
 };
 use core::ptr::{self, addr_of, addr_of_mut};
 
@@ -27,6 +28,33 @@ use core::ptr::{self, addr_of, addr_of_mut};
 /// kernel code sets those too, for its own scopes.
 const MOVED_PF_FLAGS: c_uint =
     bindings::PF_MCE_PROCESS | bindings::PF_MCE_EARLY | bindings::PF_FORKNOEXEC;
+
+/// Copies a field of task `$src` to task `$dst`, read and written once: others read it through
+/// the tid without a lock. `$src` is `current` and `$dst` pinned: neither task writes it now.
+macro_rules! copy_once {
+    ($dst:ident, $src:ident, $($field:ident).+) => {
+        // SAFETY: Both tasks are valid, and only they write the field.
+        unsafe {
+            ptr::write_volatile(
+                addr_of_mut!((*$dst).$($field).+),
+                ptr::read_volatile(addr_of!((*$src).$($field).+)),
+            )
+        }
+    };
+}
+
+/// Moves a field of task `$src` to task `$dst`, leaving `$empty` on `$src`, each read and written
+/// once, as [`copy_once`].
+macro_rules! take_once {
+    ($dst:ident, $src:ident, $($field:ident).+, $empty:expr) => {
+        // SAFETY: Both tasks are valid, and only they write the field.
+        unsafe {
+            let field = addr_of_mut!((*$src).$($field).+);
+            ptr::write_volatile(addr_of_mut!((*$dst).$($field).+), ptr::read_volatile(field));
+            ptr::write_volatile(field, $empty);
+        }
+    };
+}
 
 impl TasklistWriteGuard {
     /// Swaps the tids of `cur` and `dst` (`exchange_tids()`), as `de_thread()` does for an exec.
@@ -196,64 +224,78 @@ impl Pinned<'_> {
     /// This is not `commit_creds()`: no task changes its credentials, an existing identity moves
     /// between two tasks, and neither changes its own meanwhile (`src` is `current`, the task is
     /// pinned).
-    pub fn take_creds(&self, src: &CurrentTask) {
+    ///
+    /// Fails with `EINVAL`, moving nothing, unless both belong to the same thread group and the
+    /// task runs with its own credentials: one inside `override_creds()` would put the borrowed
+    /// ones back over what it took.
+    pub fn take_creds(&self, src: &CurrentTask) -> Result {
+        if !src.same_thread_group(self.task()) || !self.task().runs_with_own_creds() {
+            return Err(EINVAL);
+        }
         let dst = self.task().as_ptr();
-        // SAFETY: Only their own tasks change these, and neither runs anything else now.
-        let (old, new) = unsafe { ((*dst).real_cred, (*src.as_ptr()).real_cred) };
-        // SAFETY: Both are live credentials, referenced by their tasks.
+        // SAFETY: `dst` is valid; only the task changes its credentials, and it is pinned.
+        let old = unsafe { (*dst).real_cred };
+        // SAFETY: `src` is `current`, which does not change its credentials now.
+        let new = unsafe { (*src.as_ptr()).real_cred };
+        // SAFETY: Both are live credentials, referenced by their tasks; `dst` holds `old` as both
+        // its real and effective credentials, checked above while it stays pinned.
         unsafe { move_cred_refs(dst, old, new) };
+        Ok(())
     }
 
     /// Moves the robust futex lists and `clear_child_tid` of `src`, which exit reads on the task
     /// with the tid, to the task, and lets PI futex waiters attach to it.
+    ///
+    /// `get_robust_list()` reads the list heads through the tid without a lock: each is written
+    /// once, and a reader sees the old or the new head.
     pub fn take_futex_state(&self, src: &CurrentTask) {
-        let (dst, src) = (self.task().as_ptr(), src.as_ptr());
-        // SAFETY: Only the task itself reads these, at exit and exec, and neither task runs that
-        // now; the `pi_lock` held protects the futex state (attach_to_pi_owner()).
-        unsafe {
-            #[cfg(CONFIG_FUTEX)]
-            {
-                (*dst).futex.robust_list =
-                    ptr::replace(addr_of_mut!((*src).futex.robust_list), ptr::null_mut());
-                #[cfg(CONFIG_COMPAT)]
-                {
-                    (*dst).futex.compat_robust_list = ptr::replace(
-                        addr_of_mut!((*src).futex.compat_robust_list),
-                        ptr::null_mut(),
-                    );
-                }
-                (*dst).futex.state = bindings::FUTEX_STATE_OK;
-            }
-            (*dst).clear_child_tid =
-                ptr::replace(addr_of_mut!((*src).clear_child_tid), ptr::null_mut());
+        let (dst, s) = (self.task().as_ptr(), src.as_ptr());
+        #[cfg(CONFIG_FUTEX)]
+        {
+            take_once!(dst, s, futex.robust_list, ptr::null_mut());
+            #[cfg(CONFIG_COMPAT)]
+            take_once!(dst, s, futex.compat_robust_list, ptr::null_mut());
+            // SAFETY: `dst` is valid; the `pi_lock` held protects the futex state
+            // (attach_to_pi_owner()).
+            unsafe {
+                ptr::write_volatile(addr_of_mut!((*dst).futex.state), bindings::FUTEX_STATE_OK)
+            };
         }
+        take_once!(dst, s, clear_child_tid, ptr::null_mut());
     }
 
     /// Copies the plain per-task attributes of `src` that are read through the tid (`/proc`,
     /// the audit and parent death paths), and the `prctl()` driven process flags. One task of the
     /// group gets the parent death signal, as before: `src` loses it.
+    ///
+    /// Others read these through the tid without the task's locks, and a write of
+    /// `/proc/<pid>/timerslack_ns` takes only the task lock, which can't nest in the `pi_lock`
+    /// held: each field is read and written once. Such a write that lands on `src` after it was
+    /// read here is lost, as one that races a `prctl(PR_SET_TIMERSLACK)` of the thread itself.
     pub fn take_attributes(&self, src: &CurrentTask) {
-        let (dst, src) = (self.task().as_ptr(), src.as_ptr());
-        // SAFETY: These fields are only written by their own task, and neither runs anything
-        // else now; the no new privs bit is set atomically.
-        unsafe {
-            #[cfg(CONFIG_AUDIT)]
-            {
-                (*dst).loginuid = (*src).loginuid;
-                (*dst).sessionid = (*src).sessionid;
-            }
-            (*dst).personality = (*src).personality;
-            (*dst).pdeath_signal = (*src).pdeath_signal;
-            (*src).pdeath_signal = 0;
-            (*dst).timer_slack_ns = (*src).timer_slack_ns;
-            (*dst).default_timer_slack_ns = (*src).default_timer_slack_ns;
-            (*dst).start_time = (*src).start_time;
-            (*dst).start_boottime = (*src).start_boottime;
-            if bindings::task_no_new_privs(src) {
-                bindings::task_set_no_new_privs(dst);
-            }
-            (*dst).flags = ((*dst).flags & !MOVED_PF_FLAGS) | ((*src).flags & MOVED_PF_FLAGS);
+        let (dst, s) = (self.task().as_ptr(), src.as_ptr());
+        #[cfg(CONFIG_AUDIT)]
+        {
+            copy_once!(dst, s, loginuid);
+            copy_once!(dst, s, sessionid);
         }
+        copy_once!(dst, s, personality);
+        take_once!(dst, s, pdeath_signal, 0);
+        copy_once!(dst, s, timer_slack_ns);
+        copy_once!(dst, s, default_timer_slack_ns);
+        copy_once!(dst, s, start_time);
+        copy_once!(dst, s, start_boottime);
+        if src.no_new_privs() {
+            // SAFETY: `dst` is valid; the bit is set atomically and never cleared.
+            unsafe { bindings::task_set_no_new_privs(dst) };
+        }
+        let moved = src.flags() & MOVED_PF_FLAGS;
+        // SAFETY: `dst` is valid; only the task writes its flags, and it is pinned. Others read
+        // them without a lock: written once.
+        unsafe {
+            let flags = addr_of_mut!((*dst).flags);
+            ptr::write_volatile(flags, (ptr::read_volatile(flags) & !MOVED_PF_FLAGS) | moved)
+        };
     }
 
     /// Clears `PF_IO_WORKER` and `PF_USER_WORKER` of the task, which now holds a thread's
@@ -593,11 +635,14 @@ impl CurrentTask {
 /// A task that handed its thread identity to the current task and stays parked until it is
 /// released: it does not run, return to userspace or change its own per-thread state meanwhile.
 ///
+/// Not `Send`: it is the parked source of the current task, on this CPU's task only.
+///
 /// # Invariants
 ///
 /// `task` is parked, as above, for as long as this exists.
 pub struct Parked<'a> {
     task: &'a Task,
+    _not_send: NotThreadSafe,
 }
 
 impl<'a> Parked<'a> {
@@ -613,6 +658,7 @@ impl<'a> Parked<'a> {
         Self {
             // SAFETY: The caller guarantees that `task` is valid for `'a`.
             task: unsafe { Task::from_raw(task) },
+            _not_send: NotThreadSafe,
         }
     }
 
@@ -840,14 +886,14 @@ mod tests {
     fn accounting_moves_and_keeps_the_slice() -> Result {
         let src = Sleeper::new(c"acct_src")?;
         let dst = Sleeper::new(c"acct_dst")?;
-        let (src0, dst0) = (numbered(100), numbered(5_000));
+        let (src0, dst0) = (numbered(10_000), numbered(50_000));
         let src_split = CputimeSplit {
-            utime: 60,
-            stime: 50,
+            utime: 6_000,
+            stime: 5_000,
         };
         let dst_split = CputimeSplit {
-            utime: 3_000,
-            stime: 2_200,
+            utime: 30_000,
+            stime: 22_000,
         };
         // Set up each sleeper's counts, through the methods but for the runtime.
         src.set_runtime((0, 0));
@@ -954,8 +1000,9 @@ mod tests {
         unsafe { ptr::read_volatile(addr_of!((*c).usage.counter)) }
     }
 
-    /// [`Pinned::take_creds`] gives the pinned task both references of the source's credentials
-    /// and drops both of the ones it had; a second move of the same credentials changes nothing.
+    /// [`Pinned::take_creds`] refuses a task of another thread group. The move under it gives the
+    /// pinned task both references of the source's credentials and drops both of the ones it had;
+    /// a second move of the same credentials changes nothing.
     #[test]
     fn credential_references_balance() -> Result {
         let dst = Sleeper::new(c"cred_dst")?;
@@ -973,16 +1020,26 @@ mod tests {
         let old = unsafe { bindings::get_cred((*dst.0).real_cred) };
         let (old_before, new_before) = (usage(old), usage(new));
 
-        dst.pinned(|p| p.take_creds(cur))?;
+        // The sleeper is a kernel thread of its own group.
+        let refused = dst.pinned(|p| p.take_creds(cur))?;
+        let unchanged = (usage(old), usage(new));
+        // SAFETY: The sleeper is pinned and holds `old` as both its credentials the first time,
+        // `new` the second; `new` is live, the test thread's.
+        let take = |p: &Pinned<'_>| unsafe {
+            move_cred_refs(p.task().as_ptr(), (*p.task().as_ptr()).real_cred, new)
+        };
+        dst.pinned(take)?;
         // SAFETY: The sleeper is valid; only the test changes its credentials.
         let (real, eff) = unsafe { ((*dst.0).real_cred, (*dst.0).cred) };
         let (old_after, new_after) = (usage(old), usage(new));
-        dst.pinned(|p| p.take_creds(cur))?;
+        dst.pinned(take)?;
         let (old_again, new_again) = (usage(old), usage(new));
         drop(dst);
         // SAFETY: The extra reference taken above.
         unsafe { bindings::put_cred(old) };
 
+        assert_eq!(refused, Err(EINVAL));
+        assert_eq!(unchanged, (old_before, new_before));
         assert!(ptr::eq(real, new) && ptr::eq(eff, new));
         assert_eq!((old_after, new_after), (old_before - 2, new_before + 2));
         assert_eq!((old_again, new_again), (old_after, new_after));

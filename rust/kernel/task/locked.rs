@@ -20,29 +20,39 @@ use crate::{
 };
 use core::ptr::addr_of_mut;
 
-/// `tasklist_lock`, held for writing with interrupts off (`write_lock_irq()`).
+/// `tasklist_lock`, held for writing with interrupts off (`write_lock_irqsave()`).
+///
+/// Interrupt handlers take the lock for reading: interrupts are off for as long as it is held
+/// for writing. Dropping the guard restores the interrupt state it found, so a guard taken where
+/// interrupts were already off leaves them off.
 ///
 /// # Invariants
 ///
-/// The current CPU holds `tasklist_lock` for writing, taken with `write_lock_irq()`, for as long
-/// as this exists.
-pub struct TasklistWriteGuard(NotThreadSafe);
+/// The current CPU holds `tasklist_lock` for writing, taken with `write_lock_irqsave()`, which
+/// saved `flags`, for as long as this exists.
+pub struct TasklistWriteGuard {
+    flags: c_ulong,
+    _not_send: NotThreadSafe,
+}
 
 impl TasklistWriteGuard {
     /// Takes `tasklist_lock` for writing. Spins, never sleeps.
     #[inline]
     pub fn lock() -> Self {
         // SAFETY: `tasklist_lock` is a static lock, initialised at build time.
-        unsafe { bindings::write_lock_irq(addr_of_mut!(bindings::tasklist_lock)) };
-        // INVARIANT: Taken above.
-        Self(NotThreadSafe)
+        let flags = unsafe { bindings::write_lock_irqsave(addr_of_mut!(bindings::tasklist_lock)) };
+        // INVARIANT: Taken above, saving `flags`.
+        Self {
+            flags,
+            _not_send: NotThreadSafe,
+        }
     }
 
     /// Interrupts are off while the lock is held.
     #[inline]
     pub fn irq_disabled(&self) -> &LocalInterruptDisabled {
-        // SAFETY: By the type invariants, `write_lock_irq()` disabled interrupts and they stay
-        // off for as long as `self` is borrowed.
+        // SAFETY: By the type invariants, `write_lock_irqsave()` disabled interrupts, and only
+        // dropping `self`, which can't happen while it is borrowed, restores them.
         unsafe { LocalInterruptDisabled::assume_disabled() }
     }
 }
@@ -50,8 +60,11 @@ impl TasklistWriteGuard {
 impl Drop for TasklistWriteGuard {
     #[inline]
     fn drop(&mut self) {
-        // SAFETY: By the type invariants, the lock is held, with `write_lock_irq()`.
-        unsafe { bindings::write_unlock_irq(addr_of_mut!(bindings::tasklist_lock)) };
+        // SAFETY: By the type invariants, the lock is held, taken with `write_lock_irqsave()`,
+        // which saved `flags`.
+        unsafe {
+            bindings::write_unlock_irqrestore(addr_of_mut!(bindings::tasklist_lock), self.flags)
+        };
     }
 }
 
@@ -200,20 +213,35 @@ impl<'a> PiLocked<'a> {
     /// until the lock is dropped. Otherwise drops the lock.
     #[inline]
     pub fn pin_if_asleep(self, state: c_uint) -> Option<Pinned<'a>> {
-        let t = self.task.as_ptr();
-        // SAFETY: `t` is valid. Under `pi_lock` no wakeup can start; these are snapshots of
-        // fields the scheduler only sets again in a wakeup. `on_cpu` is read with acquire,
-        // pairing with the release in finish_task(), as try_to_wake_up() reads it: the task is
-        // done switching out before its fields are written.
-        let asleep = unsafe {
-            core::ptr::read_volatile(core::ptr::addr_of!((*t).__state)) == state
-                && core::ptr::read_volatile(core::ptr::addr_of!((*t).on_rq)) == 0
-                && crate::sync::atomic::Atomic::from_ptr(addr_of_mut!((*t).on_cpu).cast::<i8>())
-                    .load(crate::sync::atomic::Acquire)
-                    == 0
+        use crate::sync::{
+            atomic::{Acquire, Atomic},
+            barrier::{smp_mb, Read},
         };
+        let t = self.task.as_ptr();
+        // The reads and barriers of try_to_wake_up(), which takes the `pi_lock` first too: under
+        // it no wakeup can start, and the scheduler sets these fields again only in one.
+        // SAFETY: `t` is valid; a snapshot of a field the task writes as it goes to sleep.
+        if unsafe { core::ptr::read_volatile(core::ptr::addr_of!((*t).__state)) } != state {
+            return None;
+        }
+        // `on_rq` is read after the state, or a task still on its way to sleep could be seen off
+        // its run queue: pairs with the barrier of __schedule()'s run queue lock.
+        smp_mb(Read);
+        // SAFETY: `t` is valid; a snapshot of a field written under its run queue lock.
+        if unsafe { core::ptr::read_volatile(core::ptr::addr_of!((*t).on_rq)) } != 0 {
+            return None;
+        }
+        // `on_cpu` is read after `on_rq`, or a task still switching out could be seen off its CPU.
+        smp_mb(Read);
+        // SAFETY: `t` is valid; `on_cpu` is a byte the scheduler writes with release.
+        let on_cpu = unsafe { Atomic::from_ptr(addr_of_mut!((*t).on_cpu).cast::<i8>()) };
+        // Acquire pairs with the release in finish_task(): the task is done switching out before
+        // its fields are written.
+        if on_cpu.load(Acquire) != 0 {
+            return None;
+        }
         // INVARIANT: Checked above, under the `pi_lock` that `self` holds.
-        asleep.then_some(Pinned(self))
+        Some(Pinned(self))
     }
 }
 
