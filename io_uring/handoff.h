@@ -33,6 +33,8 @@ void io_handoff_work_get(struct io_kiocb *req);
 #ifdef CONFIG_THREAD_HANDOFF
 void io_handoff_refused(struct io_kiocb *req, enum io_handoff_refusal why);
 bool io_handoff_ring_busy(struct io_ring_ctx *ctx);
+void io_handoff_ring_get(struct io_ring_ctx *ctx);
+void io_handoff_ring_put(struct io_ring_ctx *ctx);
 void io_handoff_lock_ring(struct io_ring_ctx *ctx);
 void io_handoff_unlock_ring(struct io_ring_ctx *ctx);
 void io_handoff_syscall_return(long ret);

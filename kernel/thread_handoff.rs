@@ -27,13 +27,12 @@
 
 use kernel::{
     bindings,
-    cpumask::Cpumask,
     prelude::*,
     sync::{
         atomic::{Relaxed, Release},
         barrier::{smp_mb, Full},
     },
-    task::{CurrentTask, Parked, Pinned, SchedAttr, Task, TasklistWriteGuard},
+    task::{Adoptable, CurrentTask, Parked, Pinned, Task, TasklistWriteGuard},
 };
 
 /// The C task struct, for the raw pointers the C entry points pass.
@@ -210,8 +209,7 @@ fn vet_source(t: &CurrentTask) -> Result<(), Refusal> {
     if kernel::security::thread_handoff(t, None).is_err() {
         return Err(Refusal::Lsm);
     }
-    // SAFETY: `t` is `current`.
-    if !unsafe { bindings::arch_thread_handoff_allowed(t.as_ptr()) } {
+    if !t.arch_handoff_allowed() {
         return Err(Refusal::Arch);
     }
     Ok(())
@@ -352,7 +350,7 @@ enum NotMoved {
 /// exiting and retries.
 fn move_identity<'a>(
     cur: &CurrentTask,
-    th: &mut bindings::thread_handoff,
+    th: &mut Adoptable,
     claim: impl FnOnce() -> Option<Pinned<'a>>,
 ) -> Result<*mut RawTask, NotMoved> {
     // Only a handoff or exec changes leadership, and neither can run on the group now (checked
@@ -435,10 +433,7 @@ fn move_identity<'a>(
     {
         let pi = cur.lock_pi(irq);
         cur.allow_pi_waiters(&pi);
-        th.sched = pi.sched_attr().into_raw();
-        // SAFETY: `th.user_mask` is a valid cpumask, only borrowed here.
-        pi.requested_cpus()
-            .copy(unsafe { Cpumask::from_raw_mut(&mut th.user_mask) });
+        th.take_from(&pi);
     }
     // `cur` is left with a worker's mask and nothing pending: don't let a stale TIF_SIGPENDING
     // cut its sleep short.
@@ -450,18 +445,16 @@ fn move_identity<'a>(
 /// attributes and the affinity the thread had then, taken into `th`, and the I/O priority and the
 /// name that `src` has, and lets the settings of them through the tid that wait for that go
 /// ahead.
-fn adopt(cur: &CurrentTask, th: &bindings::thread_handoff, src: &Parked<'_>) {
+fn adopt(cur: &CurrentTask, th: &Adoptable, src: &Parked<'_>) {
     // Pairs with the barrier of a name written through the tid (`thread_handoff_pid_moved()`):
     // either the name read below is what it wrote on `src`, or the writer finds the tid moved,
     // which the move did before it released `cur`. The other settings are ordered by the locks
     // they take, and by the count, which the move made odd before it published the tid's new link.
     smp_mb(Full);
-    if cur.set_sched_attr(&SchedAttr::from_raw(th.sched)).is_err() {
+    if cur.set_sched_attr(&th.sched_attr()).is_err() {
         kernel::pr_warn_once!("cannot move the scheduling attributes\n");
     }
-    // SAFETY: `th.user_mask` is a valid cpumask for as long as `th` is borrowed.
-    let cpus = unsafe { Cpumask::from_raw(&th.user_mask) };
-    if cur.set_requested_cpus(cpus).is_err() {
+    if cur.set_requested_cpus(th.requested_cpus()).is_err() {
         kernel::pr_warn_once!("cannot move the CPU affinity\n");
     }
     // Workers share the I/O context of the thread that forked them: the destination detaches from
@@ -494,10 +487,12 @@ fn finish(cur: &CurrentTask, src: &Parked<'_>) -> c_int {
     if cur.attach_to_cgroups_of(src.task()).is_err() {
         kernel::pr_warn_once!("cannot move the cgroup placement\n");
     }
-    // Leadership moved with the tid if `cur`, a worker until it was handed the identity, leads
-    // now. Stable: only a handoff or exec by `cur` itself changes that now.
-    // SAFETY: `cur` is `current`, `src` the parked task it took the identity from.
-    unsafe { bindings::arch_thread_handoff_finish(src.task().as_ptr(), cur.is_group_leader()) }
+    // SAFETY: `src` is the source of the handoff that gave `cur` its identity, which `cur`
+    // finishes (the contract of `thread_handoff_finish()`).
+    match unsafe { src.move_registers_to(cur) } {
+        Ok(()) => 0,
+        Err(e) => e.to_errno(),
+    }
 }
 
 /// Hands the identity of `current` to the task `claim` returns, see [`move_identity`]. Returns 0
@@ -521,7 +516,7 @@ pub unsafe extern "C" fn thread_handoff_move(
         return EINVAL.to_errno();
     };
     // SAFETY: Per the contract, `th` is valid for writes, and nothing else uses it meanwhile.
-    let th = unsafe { &mut *th };
+    let th = unsafe { Adoptable::from_raw(th) };
     let moved = move_identity(current!(), th, || {
         // SAFETY: Per the contract, `claim` may be called once, with `data`, here.
         let dst = unsafe { claim(data) };
@@ -553,7 +548,7 @@ pub unsafe extern "C" fn thread_handoff_adopt(
     // SAFETY: Per the contract `th` is valid, and the claimer's writes are visible: the claimed
     // worker waits for the claimer's release in `io_wq_handoff_commit()`, after the move, with
     // acquire (`io_wq_worker_promoted()`).
-    let th = unsafe { &*th };
+    let th = unsafe { Adoptable::from_raw_ref(th) };
     // SAFETY: Per the contract `src` handed `current` the tid and stays parked meanwhile.
     let src = unsafe { Parked::assume_parked(src) };
     adopt(current!(), th, &src);
