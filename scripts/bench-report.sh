@@ -38,6 +38,7 @@ def parse_line(line):
     return d
 
 groups = {}       # (op, fs, qd) -> {pass: [(ops_s, cpu_pct)]}
+by_rep = {}       # (op, fs, qd) -> {rep: {pass: ops_s}}
 order = []        # keys in order of first appearance
 passes = []       # pass labels in order of first appearance
 bad = 0
@@ -60,6 +61,8 @@ with open(os.path.join(run, "bench.results")) as f:
         if d["pass"] not in passes:
             passes.append(d["pass"])
         groups[key].setdefault(d["pass"], []).append(val)
+        if "rep" in d:
+            by_rep.setdefault(key, {}).setdefault(d["rep"], {})[d["pass"]] = val[0]
 if not order:
     print("bench-report: no usable results", file=sys.stderr)
     sys.exit(1)
@@ -213,6 +216,18 @@ def pooled(key):
     vals = [v[0] for vs in groups[key].values() for v in vs]
     return statistics.median(vals)
 
+def paired(key, p):
+    """Per round r: the case's rate in pass p over 1/(1/NOP_r + 1/SYS_r), in percent."""
+    nk, sk = ("nop", key[1], 1), (f"sys-{key[0]}", key[1], 1)
+    out = []
+    for rep, vals in by_rep.get(key, {}).items():
+        nop = by_rep.get(nk, {}).get(rep)
+        sys_ = by_rep.get(sk, {}).get(rep)
+        if p in vals and nop and sys_ and all(v > 0 for v in list(nop.values()) + list(sys_.values())):
+            lim = 1 / (1 / statistics.median(nop.values()) + 1 / statistics.median(sys_.values()))
+            out.append(vals[p] / lim * 100)
+    return out
+
 limit_rows = []
 for key in order:
     op, fs, qd = key
@@ -227,17 +242,27 @@ if limit_rows:
     md.append("L = 1/(1/NOP + 1/SYS): the rate at QD 1 if each request cost one io_uring "
               "round trip (IORING_OP_NOP) plus the synchronous syscall, i.e. issued inline "
               "with nothing handed off. NOP and SYS are the medians of all their runs, both "
-              "passes pooled (the sysctl does not touch them).")
+              "passes pooled (the sysctl does not touch them); % of L is the case's median "
+              "against that L. paired: the same ratio taken within each round (repetition), "
+              "against the L of that round's NOP and SYS runs, which ran seconds apart from "
+              "the case; median (min-max) over the rounds. Under TCG the host's speed drifts "
+              "between rounds, so the paired figure is the steadier one.")
     md.append("")
-    hdr = "| case | NOP | SYS | L |" + "".join(f" {pass_label(p)} | % of L |" for p in passes)
+    hdr = "| case | NOP | SYS | L |" + "".join(
+        f" {pass_label(p)} | % of L | paired |" for p in passes)
     md.append(hdr)
-    md.append("|---|--:|--:|--:|" + "--:|--:|" * len(passes))
+    md.append("|---|--:|--:|--:|" + "--:|--:|--:|" * len(passes))
     for key, nop, sys_ in limit_rows:
         lim = 1 / (1 / nop + 1 / sys_)
         row = f"| {OP_LABEL.get(key[0], key[0])}, {key[1]} | {fmt_rate(nop)} | {fmt_rate(sys_)} | {fmt_rate(lim)} |"
         for p in passes:
             r, _ = stats(key, p)
-            row += f" {fmt_rate(r.mid)} | {fmt_share(r.mid / lim * 100)} |" if r else " | |"
+            if not r:
+                row += " | | |"
+                continue
+            pr = paired(key, p)
+            pcell = cell(Stat(pr), fmt_share, "%") if pr else ""
+            row += f" {fmt_rate(r.mid)} | {fmt_share(r.mid / lim * 100)} | {pcell} |"
         md.append(row)
     md.append("")
 

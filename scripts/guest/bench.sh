@@ -7,8 +7,8 @@
 # Environment: BENCH_BIN (iou_bench), BENCH_KCONFIG (for the record), BENCH_CASES ("op:fs:qd ..."; fs is
 # tmpfs or ext4), BENCH_REPS (3), BENCH_SECS (2), HANDOFF_PASSES ("0 1":
 # values written to kernel.io_uring_handoff; without the sysctl there is one
-# pass, "base"). Passes are interleaved per case and repetition, so drift
-# affects them alike. Exit status 2 when any run failed, else 0; timing never
+# pass, "base"). Repetitions are rounds over all cases, passes interleaved
+# within each, so drift affects them alike. Exit status 2 when any run failed, else 0; timing never
 # fails.
 RUN=$(pwd)
 BIN=${BENCH_BIN:-}
@@ -67,19 +67,31 @@ ncases=$(echo $CASES | wc -w)
 } > "$RUN/bench.env"
 log "$ncases cases x passes ($passes) x $REPS reps, ${SECS}s each"
 
-i=0
+# the valid cases, each checked once
+valid=()
 for c in $CASES; do
-	i=$((i + 1))
 	IFS=: read -r op fs qd extra <<< "$c"
 	if [ -z "$op" ] || [ -z "$fs" ] || [ -n "$extra" ] || ! [[ "$qd" =~ ^[0-9]+$ ]]; then
 		error "bad case '$c' (want op:fs:qd)"; continue
 	fi
 	case "$fs" in
-	tmpfs) dir=$TMPFS_DIR ;;
-	ext4) dir=$EXT4_DIR; [ "$have_ext4" = 1 ] || continue ;;
+	tmpfs|ext4) ;;
 	*) error "case '$c': unknown fs '$fs' (tmpfs or ext4)"; continue ;;
 	esac
-	for r in $(seq 1 "$REPS"); do
+	[ "$fs" != ext4 ] || [ "$have_ext4" = 1 ] || continue
+	valid+=("$c")
+done
+
+# Rounds: repetition r runs every case once, each case's passes back to back.
+# The host's speed drifts by tens of percent over minutes under TCG; in one
+# round a case, its syscall loop and the NOP reference are seconds apart, so
+# the report can compare them round by round (the paired % of L).
+for r in $(seq 1 "$REPS"); do
+	i=0
+	for c in "${valid[@]}"; do
+		i=$((i + 1))
+		IFS=: read -r op fs qd <<< "$c"
+		case "$fs" in tmpfs) dir=$TMPFS_DIR ;; ext4) dir=$EXT4_DIR ;; esac
 		for p in $passes; do
 			if [ "$p" != base ]; then
 				echo "$p" > "$sysctl_file" || { error "cannot write $p to $sysctl_file"; continue; }
