@@ -563,6 +563,144 @@ static inline void set_fcw(unsigned short v)
 {
 	__asm__ volatile("fldcw %0" : : "m" (v));
 }
-#endif /* __x86_64__ */
+#elif defined(__aarch64__)
+/* v0..v31 loaded before the syscall, and stored after it */
+struct vec_io {
+	unsigned char in[32][16];
+	unsigned char out[32][16];
+	unsigned long signed_ptr;	/* the pointer after PACIA1716 */
+};
+
+/*
+ * io_uring_enter(@ringfd, 1, 1, GETEVENTS, NULL, 0) with a raw svc, v0..v31
+ * loaded from @io right before it and stored right after it in the same asm
+ * block. The syscall ABI preserves every register but x0. Around the svc,
+ * *@pac is signed with the APIA key and modifier @mod (PACIA1716, a NOP
+ * without pointer authentication) and authenticated again (AUTIA1716):
+ * with another APIA key after the call the result is not the pointer, or
+ * the authentication faults. @gpr[6..15] are loaded into x19..x28; on
+ * return @gpr[0..5] hold what x1..x5 and x8 held after the syscall, and
+ * @gpr[6..15] x19..x28.
+ */
+static inline long enter_keep_regs(int ringfd, struct vec_io *io,
+				   unsigned long gpr[16], unsigned long *pac,
+				   unsigned long mod)
+{
+	register long x0 __asm__("x0") = ringfd;
+
+	/* all in one block: nothing the compiler emits runs in between */
+	__asm__ volatile("ldp x19, x20, [%[g], #48]\n\t"
+			 "ldp x21, x22, [%[g], #64]\n\t"
+			 "ldp x23, x24, [%[g], #80]\n\t"
+			 "ldp x25, x26, [%[g], #96]\n\t"
+			 "ldp x27, x28, [%[g], #112]\n\t"
+			 "mov x1, #1\n\t"
+			 "mov x2, #1\n\t"
+			 "mov x3, %[flags]\n\t"
+			 "mov x4, #0\n\t"
+			 "mov x5, #0\n\t"
+			 "mov x8, %[nr]\n\t"
+			 "ldr x17, [%[pac]]\n\t"
+			 "mov x16, %[mod]\n\t"
+			 "hint #8\n\t"		/* PACIA1716 */
+			 "str x17, [%[sgn]]\n\t"
+			 "ldp q0, q1, [%[in], #0]\n\t"
+			 "ldp q2, q3, [%[in], #32]\n\t"
+			 "ldp q4, q5, [%[in], #64]\n\t"
+			 "ldp q6, q7, [%[in], #96]\n\t"
+			 "ldp q8, q9, [%[in], #128]\n\t"
+			 "ldp q10, q11, [%[in], #160]\n\t"
+			 "ldp q12, q13, [%[in], #192]\n\t"
+			 "ldp q14, q15, [%[in], #224]\n\t"
+			 "ldp q16, q17, [%[in], #256]\n\t"
+			 "ldp q18, q19, [%[in], #288]\n\t"
+			 "ldp q20, q21, [%[in], #320]\n\t"
+			 "ldp q22, q23, [%[in], #352]\n\t"
+			 "ldp q24, q25, [%[in], #384]\n\t"
+			 "ldp q26, q27, [%[in], #416]\n\t"
+			 "ldp q28, q29, [%[in], #448]\n\t"
+			 "ldp q30, q31, [%[in], #480]\n\t"
+			 "svc #0\n\t"
+			 "stp q0, q1, [%[out], #0]\n\t"
+			 "stp q2, q3, [%[out], #32]\n\t"
+			 "stp q4, q5, [%[out], #64]\n\t"
+			 "stp q6, q7, [%[out], #96]\n\t"
+			 "stp q8, q9, [%[out], #128]\n\t"
+			 "stp q10, q11, [%[out], #160]\n\t"
+			 "stp q12, q13, [%[out], #192]\n\t"
+			 "stp q14, q15, [%[out], #224]\n\t"
+			 "stp q16, q17, [%[out], #256]\n\t"
+			 "stp q18, q19, [%[out], #288]\n\t"
+			 "stp q20, q21, [%[out], #320]\n\t"
+			 "stp q22, q23, [%[out], #352]\n\t"
+			 "stp q24, q25, [%[out], #384]\n\t"
+			 "stp q26, q27, [%[out], #416]\n\t"
+			 "stp q28, q29, [%[out], #448]\n\t"
+			 "stp q30, q31, [%[out], #480]\n\t"
+			 "hint #12\n\t"		/* AUTIA1716 */
+			 "str x17, [%[pac]]\n\t"
+			 "stp x1, x2, [%[g], #0]\n\t"
+			 "stp x3, x4, [%[g], #16]\n\t"
+			 "stp x5, x8, [%[g], #32]\n\t"
+			 "stp x19, x20, [%[g], #48]\n\t"
+			 "stp x21, x22, [%[g], #64]\n\t"
+			 "stp x23, x24, [%[g], #80]\n\t"
+			 "stp x25, x26, [%[g], #96]\n\t"
+			 "stp x27, x28, [%[g], #112]\n\t"
+			 : "+r" (x0)
+			 : [g] "r" (gpr), [in] "r" (io->in), [out] "r" (io->out),
+			   [sgn] "r" (&io->signed_ptr), [pac] "r" (pac),
+			   [mod] "r" (mod), [nr] "i" (__NR_io_uring_enter),
+			   [flags] "i" (IORING_ENTER_GETEVENTS)
+			 : "x1", "x2", "x3", "x4", "x5", "x8", "x16", "x17",
+			   "x19", "x20", "x21", "x22", "x23", "x24", "x25",
+			   "x26", "x27", "x28", "cc", "memory",
+			   "v0", "v1", "v2", "v3", "v4", "v5", "v6", "v7",
+			   "v8", "v9", "v10", "v11", "v12", "v13", "v14", "v15",
+			   "v16", "v17", "v18", "v19", "v20", "v21", "v22", "v23",
+			   "v24", "v25", "v26", "v27", "v28", "v29", "v30", "v31");
+	return x0;
+}
+
+static inline unsigned long get_fpcr(void)
+{
+	unsigned long v;
+
+	__asm__ volatile("mrs %0, fpcr" : "=r" (v));
+	return v;
+}
+
+static inline void set_fpcr(unsigned long v)
+{
+	__asm__ volatile("msr fpcr, %0" : : "r" (v));
+}
+
+static inline unsigned long get_fpsr(void)
+{
+	unsigned long v;
+
+	__asm__ volatile("mrs %0, fpsr" : "=r" (v));
+	return v;
+}
+
+static inline void set_fpsr(unsigned long v)
+{
+	__asm__ volatile("msr fpsr, %0" : : "r" (v));
+}
+
+/* TPIDR2_EL0 (SME only: UNDEFINED without it) */
+static inline unsigned long get_tpidr2(void)
+{
+	unsigned long v;
+
+	__asm__ volatile("mrs %0, S3_3_C13_C0_5" : "=r" (v));
+	return v;
+}
+
+static inline void set_tpidr2(unsigned long v)
+{
+	__asm__ volatile("msr S3_3_C13_C0_5, %0" : : "r" (v));
+}
+#endif /* __aarch64__ */
 
 #endif /* HANDOFF_LIB_H */
