@@ -2,6 +2,7 @@
 # Turn $RUN/beyond.results (lines "rep=N bench=<kind> key=value ...") into
 # the markdown report of 'make bench-beyond', on stdout. Each figure is the
 # median over the repetitions, with the range in brackets.
+import os
 import statistics
 import sys
 from collections import OrderedDict, defaultdict
@@ -75,12 +76,18 @@ def change(new, old):
     return f"{(new / old - 1) * 100:+.0f}%"
 
 
+try:
+    with open(os.path.join(run, "accel")) as f:
+        accel = f.read().strip().upper() or "TCG"
+except OSError:
+    accel = "TCG"
+
 out = []
 p = out.append
 p("# bench-beyond")
 p("")
 p(f"Kernel `{env.get('kernel', '?')}` ({env.get('build', '?')}), config "
-  f"`{env.get('kconfig', '?')}`, {env.get('cpus', '?')} vCPUs under TCG, "
+  f"`{env.get('kconfig', '?')}`, {env.get('cpus', '?')} vCPUs under {accel}, "
   f"{int(env.get('mem_kb', '0')) // 1024} MB. Median of {env.get('reps', '?')} "
   "runs, range in brackets. Figures, not pass/fail.")
 

@@ -23,21 +23,22 @@ parts=${BEYOND_PARTS:-flood epoll napi bdev}
 for p in $parts; do
 	case "$p" in flood|epoll|napi|bdev) ;; *) die "BEYOND_PARTS: unknown part '$p' (flood epoll napi bdev)" ;; esac
 done
-need_tool gcc gcc
+CC_G=$(guest_cc)
+need_tool "$CC_G" "$([ "$ARCH" = x86_64 ] && echo gcc || echo gcc-aarch64-linux-gnu)"
 need_tool python3 python3
 
 B=$(build_dir)
-[ -f "$B/arch/x86/boot/bzImage" ] || die "no kernel in $B: run 'make build' first"
+[ -f "$(kernel_image "$B")" ] || die "no $ARCH kernel in $B: run 'make build ARCH=$ARCH' first"
 [ -f "$B/usr/include/linux/io_uring.h" ] || die "no uapi headers in $B/usr/include: run 'make userspace'"
-NAPI_BIN=${KSFT_DIR:-$CACHE/kselftest}/io_uring_ops/napi_test
+NAPI_BIN=$(kselftest_dir)/io_uring_ops/napi_test
 
 # --- beyond_bench, built on the host against the series' uapi headers ----------
-BIN=$CACHE/bench/beyond_bench
+BIN=$(bench_bin_dir)/beyond_bench
 if [ ! -x "$BIN" ] || [ "$REPO/bench/beyond_bench.c" -nt "$BIN" ] || [ "$REPO/bench/ring.h" -nt "$BIN" ] ||
    [ "$B/usr/include/linux/io_uring.h" -nt "$BIN" ]; then
 	info "building $BIN"
-	mkdir -p "$CACHE/bench"
-	gcc -O2 -Wall -Wextra -isystem "$B/usr/include" -o "$BIN.tmp" "$REPO/bench/beyond_bench.c" -lpthread ||
+	mkdir -p "$(bench_bin_dir)"
+	"$CC_G" -O2 -Wall -Wextra -isystem "$B/usr/include" -o "$BIN.tmp" "$REPO/bench/beyond_bench.c" -lpthread ||
 		die "beyond_bench build failed"
 	mv "$BIN.tmp" "$BIN"
 fi
@@ -52,7 +53,7 @@ base)
 		git -C "$WORK" worktree add -q --detach "$BT" base
 	fi
 	echo base > "$BT/.iou-series-version"
-	B=$CACHE/build-base-${KCONFIG:-test}
+	B=$CACHE/build-base$(arch_sfx)-${KCONFIG:-test}
 	info "base kernel ($KCONFIG config) in $B"
 	WORK=$BT BUILD_DIR=$B ALLOW_MISSING_CONFIG=1 bash "$REPO/scripts/build.sh"
 	export BUILD_DIR=$B

@@ -79,6 +79,11 @@ try:
                 env[k] = v
 except OSError:
     pass
+try:
+    with open(os.path.join(run, "accel")) as f:
+        accel = f.read().strip().upper() or "TCG"
+except OSError:
+    accel = "TCG"
 errors = []
 try:
     with open(os.path.join(run, "bench.errors")) as f:
@@ -165,7 +170,7 @@ md.append("")
 meta = [
     ("kernel", f"{env.get('kernel', '?')} {env.get('build', '')}".strip()),
     ("config", env.get("kconfig", "")),
-    ("guest", f"{env.get('cpus', '?')} vCPUs, {int(env['mem_kb']) // 1024} MiB, clocksource {env.get('clocksource', '?')} (TCG)"
+    ("guest", f"{env.get('arch', 'x86_64')}, {env.get('cpus', '?')} vCPUs, {int(env['mem_kb']) // 1024} MiB, clocksource {env.get('clocksource', '?')} ({accel})"
         if env.get("mem_kb", "").isdigit() else ""),
     ("passes", ", ".join(f"{p} = {pass_label(p)}" for p in passes)),
     ("runs", f"{'/'.join(map(str, nruns))} per case and pass, {env.get('secs', '?')} s each after a 0.2 s warmup, passes interleaved"),

@@ -35,19 +35,20 @@ case "$reps" in ''|*[!0-9]*|0) die "BENCH_REPS='$reps': a positive number" ;; es
 [[ "$secs" =~ ^[0-9]+(\.[0-9]+)?$ ]] || die "BENCH_SECS='$secs': seconds"
 
 # --- iou_bench, built on the host (the guest sees the host's / over 9p) ---------
-need_tool gcc gcc
+CC_G=$(guest_cc)
+need_tool "$CC_G" "$([ "$ARCH" = x86_64 ] && echo gcc || echo gcc-aarch64-linux-gnu)"
 need_tool python3 python3
 SRC=$REPO/bench/iou_bench.c
-BIN=$CACHE/bench/iou_bench
+BIN=$(bench_bin_dir)/iou_bench
 if [ ! -x "$BIN" ] || [ "$SRC" -nt "$BIN" ] || [ "$REPO/bench/ring.h" -nt "$BIN" ]; then
 	info "building $BIN"
-	mkdir -p "$CACHE/bench"
-	gcc -O2 -Wall -Wextra -o "$BIN.tmp" "$SRC" || die "iou_bench build failed"
+	mkdir -p "$(bench_bin_dir)"
+	"$CC_G" -O2 -Wall -Wextra -o "$BIN.tmp" "$SRC" || die "iou_bench build failed"
 	mv "$BIN.tmp" "$BIN"
 fi
 
 B=$(build_dir)
-[ -f "$B/arch/x86/boot/bzImage" ] || die "no kernel in $B: run 'make build' first"
+[ -f "$(kernel_image "$B")" ] || die "no $ARCH kernel in $B: run 'make build ARCH=$ARCH' first"
 RUN=$OUT/bench/$(date +%Y%m%d-%H%M%S)
 mkdir -p "$RUN"
 export RUN

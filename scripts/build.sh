@@ -5,17 +5,14 @@ set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 
 KCONFIG=${KCONFIG:-test}
-ARCH=${ARCH:-x86_64}
-if [ "$ARCH" = x86_64 ]; then
-	frag=$REPO/configs/$KCONFIG.config
-	frags=("$REPO/configs/common.config" "$frag")
-	# the debug kernel is the test kernel with the memory checkers on top
-	[ "$KCONFIG" != debug ] || frags=("$REPO/configs/common.config" "$REPO/configs/test.config" "$frag")
-else
-	# arm64 is a build check: a small allnoconfig-based kernel with the series on
-	frag=$REPO/configs/$ARCH.config
-	frags=("$frag")
-fi
+frag=$REPO/configs/$KCONFIG.config
+frags=("$REPO/configs/common.config" "$frag")
+# the debug kernel is the test kernel with the memory checkers on top
+[ "$KCONFIG" != debug ] || frags=("$REPO/configs/common.config" "$REPO/configs/test.config" "$frag")
+# arm64: the same fragments over allnoconfig, plus what an arm64 guest needs
+[ "$ARCH" = x86_64 ] || frags+=("$REPO/configs/$ARCH.config")
+case "$KCONFIG" in common|x86_64|arm64) die "KCONFIG=$KCONFIG: test, bench or debug (with ARCH=$ARCH)" ;; esac
+[ "$ARCH" = x86_64 ] || [ "$KCONFIG" != debug ] || die "KCONFIG=debug is built for x86_64 only"
 [ -f "$frag" ] || die "unknown KCONFIG '$KCONFIG' (no ${frag#"$REPO"/})"
 B=$(build_dir)
 mkdir -p "$B"
@@ -67,12 +64,14 @@ if [ -n "$reconfigure" ]; then
 	info "configuring $B ($KCONFIG)"
 	"${MK[@]}" -s rustavailable >/dev/null || die "Rust is not available for the kernel build ('make rustavailable' failed); run 'make setup'"
 	extra=()
+	# what virtme-ng needs of a guest kernel (9p, virtio, the console)
+	virtme-configkernel --arch "$ARCH" --dry-run > "$B/virtme.config" 2>/dev/null || \
+		die "virtme-configkernel failed: run 'make setup' (virtme-ng)"
+	extra=("$B/virtme.config")
 	if [ "$ARCH" = x86_64 ]; then
-		virtme-configkernel --arch x86_64 --dry-run > "$B/virtme.config" 2>/dev/null || \
-			die "virtme-configkernel failed: run 'make setup' (virtme-ng)"
-		extra=("$B/virtme.config")
 		"${MK[@]}" -s x86_64_defconfig >/dev/null
 	else
+		# defconfig builds every arm64 platform's drivers: a small kernel instead
 		"${MK[@]}" -s allnoconfig >/dev/null
 	fi
 	(cd "$WORK" && KCONFIG_CONFIG="$B/.config" scripts/kconfig/merge_config.sh -m -O "$B" \

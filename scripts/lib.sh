@@ -69,11 +69,33 @@ EOT
 	fi
 }
 
+# --- the guest's architecture: ARCH=x86_64 (default, the host's) or arm64 ------------
+case "${ARCH:-x86_64}" in
+x86_64|x86|amd64) ARCH=x86_64 ;;
+arm64|aarch64) ARCH=arm64 ;;
+*) die "ARCH='$ARCH': x86_64 or arm64" ;;
+esac
+[ "$(uname -m)" = x86_64 ] || die "the tooling runs on an x86_64 host (this is $(uname -m))"
+# "" for x86_64, "-arm64" for arm64: the suffix of every per-architecture cache folder
+arch_sfx() { [ "$ARCH" = x86_64 ] || echo "-$ARCH"; }
+debian_arch() { case "$ARCH" in x86_64) echo amd64 ;; *) echo "$ARCH" ;; esac; }
+# the foreign guest's root filesystem (scripts/rootfs.sh); x86_64 uses the host's
+rootfs_dir() { echo "$CACHE/rootfs$(arch_sfx)"; }
+# what the guest runs, cross-built for arm64 (scripts/build-userspace.sh)
+liburing_src() { echo "$CACHE/liburing$(arch_sfx)/src"; }
+kselftest_dir() { echo "${KSFT_DIR:-$CACHE/kselftest$(arch_sfx)}"; }
+bench_bin_dir() { echo "$CACHE/bench$(arch_sfx)"; }
+# the C compiler for the guest's userspace
+guest_cc() { case "$ARCH" in x86_64) echo cc ;; arm64) echo aarch64-linux-gnu-gcc ;; esac; }
+
 # build output folder for $KCONFIG (test|bench) and $ARCH
 build_dir() {
-	local a=${ARCH:-x86_64}
 	if [ -n "${BUILD_DIR:-}" ]; then echo "$BUILD_DIR"; return; fi
-	if [ "$a" = x86_64 ]; then echo "$CACHE/build-${KCONFIG:-test}"; else echo "$CACHE/build-$a-${KCONFIG:-test}"; fi
+	echo "$CACHE/build$(arch_sfx)-${KCONFIG:-test}"
+}
+# the kernel image vng boots, in build folder $1
+kernel_image() {
+	case "$ARCH" in x86_64) echo "$1/arch/x86/boot/bzImage" ;; arm64) echo "$1/arch/arm64/boot/Image" ;; esac
 }
 
 # run_guest_bench TIMEOUT 'guest command' NAME: boot with the scratch disk and run

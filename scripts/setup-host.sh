@@ -12,6 +12,8 @@ need_root_or_sudo
 pkgs=(flex bison bc libelf-dev libssl-dev dwarves cpio ccache rsync file
       qemu-system-x86 busybox-static kmod e2fsprogs xz-utils
       gcc-aarch64-linux-gnu python3-venv dpkg-dev)
+# an arm64 guest (ARCH=arm64): its emulator, its root filesystem, its compilers
+[ "$ARCH" = x86_64 ] || pkgs+=(qemu-system-arm debootstrap g++-aarch64-linux-gnu)
 missing=()
 for p in "${pkgs[@]}"; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing+=("$p")

@@ -21,7 +21,7 @@ passes=${HANDOFF_PASSES:-1 0}
 for p in $passes; do
 	case "$p" in 0|1) ;; *) die "HANDOFF_PASSES: '$p' is not a value of kernel.io_uring_handoff (0 or 1)" ;; esac
 done
-KS=${KSFT_DIR:-$CACHE/kselftest}
+KS=$(kselftest_dir)
 [ -x "$KS/io_uring_handoff/stress_test" ] || die "no $KS/io_uring_handoff/stress_test: run 'make userspace'"
 
 RUN=$OUT/stress/$(date +%Y%m%d-%H%M%S)

@@ -7,5 +7,5 @@ set -uo pipefail
 . "$(dirname "$0")/lib.sh"
 [ $# = 2 ] || die "usage: summarize.sh RUN VM_RC"
 if [ "$(cat "$WORK/.iou-series-version" 2>/dev/null)" = base ]; then export IOU_KERNEL=base; fi
-export WORK
+export WORK IOU_ARCH=$ARCH
 exec python3 "$REPO/scripts/verdict.py" summary "$1" "$2"

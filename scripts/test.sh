@@ -24,8 +24,8 @@ esac
 RUN=$OUT/test/$(date +%Y%m%d-%H%M%S)
 mkdir -p "$RUN"
 export RUN
-LIBURING=$CACHE/liburing/src/test
-KS=${KSFT_DIR:-$CACHE/kselftest}
+LIBURING=$(liburing_src)/test
+KS=$(kselftest_dir)
 case "${PHASES:-kselftest}" in
 *kselftest*) [ -d "$KS" ] || die "kselftests not built: run 'make userspace'" ;;
 esac
@@ -39,7 +39,7 @@ git -C "$REPO" describe --always --dirty > "$snap/version" 2>/dev/null || echo u
 # the parameters of the run, which the verdict reads back
 { echo "PHASES=${PHASES:-}"; echo "LIBURING_TESTS=${LIBURING_TESTS:-}"
   echo "HANDOFF_PASSES=${HANDOFF_PASSES:-}"; echo "INJECT=${INJECT:-}"; } > "$RUN/params"
-args="KSFT=$KS LIBURING=$LIBURING NOALARM=$CACHE/liburing/no-alarm.so"
+args="KSFT=$KS LIBURING=$LIBURING NOALARM=$(dirname "$(liburing_src)")/no-alarm.so"
 [ -z "${LIBURING_TESTS:-}" ] || args+=" LIBURING_TESTS='$LIBURING_TESTS'"
 [ -z "${PHASES:-}" ] || args+=" PHASES='$PHASES'"
 [ -z "${HANDOFF_PASSES:-}" ] || args+=" HANDOFF_PASSES='$HANDOFF_PASSES'"

@@ -22,7 +22,10 @@ import tempfile
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 EXPECTED = os.path.join(REPO, 'tests', 'expected.txt')
 ALLOW = os.path.join(REPO, 'tests', 'console-allow.txt')
-BASELINE = os.path.join(REPO, 'tests', 'liburing-baseline.txt')
+# the guest's architecture (scripts/lib.sh ARCH): arm64 has a baseline of its own
+ARCH = os.environ.get('IOU_ARCH', 'x86_64')
+BASELINE_NAME = 'liburing-baseline.txt' if ARCH == 'x86_64' else 'liburing-baseline-%s.txt' % ARCH
+BASELINE = os.path.join(REPO, 'tests', BASELINE_NAME)
 
 # --- the console ------------------------------------------------------------------
 
@@ -575,7 +578,7 @@ def use_run_snapshot(run):
     if os.path.isdir(snap):
         EXPECTED = os.path.join(snap, 'expected.txt')
         ALLOW = os.path.join(snap, 'console-allow.txt')
-        BASELINE = os.path.join(snap, 'liburing-baseline.txt')
+        BASELINE = os.path.join(snap, BASELINE_NAME)
     params = os.path.join(run, 'params')
     if os.path.exists(params):
         for line in read_text(params).splitlines():
@@ -620,8 +623,11 @@ def summary(run, vmrc):
     ver = os.path.join(run, 'repo', 'version')
     print('run of:     %s%s' % (read_text(ver).strip() if os.path.exists(ver) else 'unknown',
                                 ('; INJECT=' + os.environ['INJECT']) if os.environ.get('INJECT') else ''))
-    print('kernel:     %s; handoff passes due: %s; run: %s'
-          % ('base (no series)' if base_kernel else 'series', ' '.join(want), ' '.join(ran) or 'none'))
+    acc = os.path.join(run, 'accel')
+    print('kernel:     %s, %s under %s; handoff passes due: %s; run: %s'
+          % ('base (no series)' if base_kernel else 'series', ARCH,
+             read_text(acc).strip().upper() if os.path.exists(acc) else '?',
+             ' '.join(want), ' '.join(ran) or 'none'))
 
     exp = load_expected()
     base = load_baseline()

@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
-# Boot the built kernel in virtme-ng (TCG) and run one command in the guest.
+# Boot the built kernel in virtme-ng (KVM where it works, else TCG) and run
+# one command in the guest; ARCH=arm64 boots the arm64 kernel under
+# qemu-system-aarch64 with a Debian arm64 root (scripts/rootfs.sh).
 #   vm.sh [--disk] [--append 'kopts'] -- 'command'
 # The guest writes the command's stdout, stderr and exit status into a
 # host folder ($RUN, kept under $OUT/vm/), which is what we trust; vng's
@@ -19,13 +21,65 @@ while [ $# -gt 0 ]; do
 	shift
 done
 [ $# -gt 0 ] || die "usage: vm.sh [--disk] [--append OPTS] -- COMMAND"
-need_tool vng "pip:virtme-ng $VNG_VERSION"
-need_tool qemu-system-x86_64 qemu-system-x86
-B=$(build_dir)
-[ -f "$B/arch/x86/boot/bzImage" ] || die "no kernel in $B: run 'make build' first"
-
 RUN=${RUN:-$OUT/vm/$(date +%Y%m%d-%H%M%S)-$$}
 mkdir -p "$RUN"
+[ "$ARCH" = x86_64 ] || need_root_or_sudo
+need_tool vng "pip:virtme-ng $VNG_VERSION"
+B=$(build_dir)
+[ -f "$(kernel_image "$B")" ] || die "no $ARCH kernel in $B: run 'make build ARCH=$ARCH' first"
+arch_args=() qemu_opts=() rw_arg=$RUN
+case "$ARCH" in
+x86_64)
+	need_tool qemu-system-x86_64 qemu-system-x86
+	;;
+arm64)
+	need_tool qemu-system-aarch64 qemu-system-arm
+	# The guest runs from Debian's arm64 packages (scripts/rootfs.sh), and
+	# sees of the host only the repo, its own cross-built userspace and $RUN,
+	# at the same paths as on the host.
+	R=$(rootfs_dir)
+	[ -f "$R/.iou-rootfs" ] || die "no arm64 root filesystem in $R: run 'make userspace ARCH=arm64'"
+	arch_args=(--arch arm64 --root "$R")
+	for d in "$REPO" "$(kselftest_dir)" "$(dirname "$(liburing_src)")" "$(bench_bin_dir)"; do
+		[ -d "$d" ] || continue
+		mkdir -p "$R$d" 2>/dev/null || $SUDO mkdir -p "$R$d"
+		arch_args+=(--rodir "$d=$d")
+	done
+	mkdir -p "$R$RUN" 2>/dev/null || $SUDO mkdir -p "$R$RUN"
+	rw_arg="$RUN=$RUN"
+	# every feature the arch hooks handle that this QEMU emulates: pointer
+	# authentication, SVE, SME, MTE (-cpu max; the impdef PAC algorithm is
+	# the fast one under TCG)
+	qemu_opts=(-cpu max,pauth-impdef=on -machine virt,mte=on)
+	;;
+esac
+
+# vm_accel: kvm when KVM runs this guest, else tcg. VM_ACCEL=kvm|tcg forces
+# one. /dev/kvm can be there and still not run a guest (nested
+# virtualisation that stops at "Decompressing Linux..." or fails to emulate
+# an instruction), so the first boot of a host boot is a probe: a KVM boot of
+# this kernel to a shell, within 60 s; its answer is kept in $CACHE.
+vm_accel() {
+	case "${VM_ACCEL:-auto}" in
+	kvm|tcg) echo "$VM_ACCEL"; return ;;
+	auto) ;;
+	*) die "VM_ACCEL='$VM_ACCEL': auto, kvm or tcg" ;;
+	esac
+	if [ "$ARCH" != x86_64 ] || [ ! -r /dev/kvm ] || [ ! -w /dev/kvm ]; then
+		echo tcg; return
+	fi
+	local f=$CACHE/kvm-probe key out
+	key="$(uname -r) $(cat /proc/sys/kernel/random/boot_id 2>/dev/null)"
+	if [ "$(head -n1 "$f" 2>/dev/null)" = "$key" ]; then sed -n 2p "$f"; return; fi
+	info "probing KVM with a boot of this kernel (at most 60 s, once per host boot)"
+	out=$(cd "$RUN" && timeout -k 5 60 vng --run "$B" -S --force-9p --cpus 1 -m 1G \
+		--exec 'echo IOU-KVM-PROBE-OK' </dev/null 2>/dev/null || true)
+	local a=tcg
+	case "$out" in *IOU-KVM-PROBE-OK*) a=kvm ;; esac
+	printf '%s\n%s\n' "$key" "$a" > "$f"
+	echo "$a"
+}
+
 printf '%s\n' "$*" > "$RUN/cmd.sh"
 rm -f "$RUN/status"
 disk_args=()
@@ -48,15 +102,23 @@ timeout_s=${VM_TIMEOUT:-600}
 # (VM_TCG_THREAD=single) avoids the race but slows multi-threaded tests
 # enough to change timing-sensitive liburing results (futex.t, iowait.t).
 attempts=${VM_BOOT_ATTEMPTS:-3}
+# KVM where it works for this guest (scripts/lib.sh vm_accel), TCG otherwise
+accel=$(vm_accel)
+echo "$accel" > "$RUN/accel"
+if [ "$accel" = kvm ]; then
+	accel_args=() accel_opts=
+else
+	accel_args=(--disable-kvm) accel_opts="-accel tcg,thread=${VM_TCG_THREAD:-multi}"
+fi
 is_race() { python3 "$REPO/scripts/verdict.py" race "$RUN/console.log"; }
 for attempt in $(seq 1 "$attempts"); do
-	info "booting $(cat "$B/include/config/kernel.release") (timeout ${timeout_s}s, results in $RUN)"
+	info "booting $(cat "$B/include/config/kernel.release") $ARCH, $accel (timeout ${timeout_s}s, results in $RUN)"
 	rm -f "$RUN/started" "$RUN/status"
 	set +e
 	# The guest runs from the host's filesystem (read-only over 9p); $RUN is writable.
-	(cd "$RUN" && timeout -k 30 "$timeout_s" vng --run "$B" -S --force-9p --disable-kvm \
-		--cpus "$cpus" -m "$mem" -v --rwdir "$RUN" "${disk_args[@]}" "${append[@]}" \
-		--qemu-opts="-accel tcg,thread=${VM_TCG_THREAD:-multi}" \
+	(cd "$RUN" && timeout -k 30 "$timeout_s" vng --run "$B" -S --force-9p "${accel_args[@]}" \
+		"${arch_args[@]}" --cpus "$cpus" -m "$mem" -v --rwdir "$rw_arg" "${disk_args[@]}" "${append[@]}" \
+		--qemu-opts="${qemu_opts[*]}${accel_opts:+ $accel_opts}" \
 		--exec "bash $REPO/scripts/guest/run-cmd.sh $RUN" </dev/null 2>"$RUN/console.log" \
 		| tee "$RUN/live.log")
 	vrc=${PIPESTATUS[0]}

@@ -57,6 +57,7 @@ ncases=$(echo $CASES | wc -w)
 	echo "kernel=$(uname -r)"
 	echo "build=$(uname -v)"
 	echo "kconfig=${BENCH_KCONFIG:-}"
+	echo "arch=$(uname -m | sed 's/aarch64/arm64/')"
 	echo "cpus=$(nproc)"
 	echo "mem_kb=$(awk '/^MemTotal:/ {print $2}' /proc/meminfo)"
 	echo "clocksource=$(cat /sys/devices/system/clocksource/clocksource0/current_clocksource 2>/dev/null)"
