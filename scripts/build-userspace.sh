@@ -9,7 +9,7 @@ set -euo pipefail
 [ "$ARCH" = x86_64 ] || bash "$REPO/scripts/rootfs.sh"
 CC_G=$(guest_cc)
 if [ "$ARCH" = x86_64 ]; then
-	CXX_G=c++
+	CXX_G=g++
 else
 	need_tool "$CC_G" "gcc-$(echo "$CC_G" | sed 's/-gcc$//; s/_/-/g')"
 	CXX_G=${CC_G%gcc}g++

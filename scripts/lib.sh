@@ -70,9 +70,10 @@ EOT
 }
 
 # --- the guest's architecture: ARCH=x86_64 (default, the host's) or arm64 ------------
-case "${ARCH:-x86_64}" in
-x86_64|x86|amd64) ARCH=x86_64 ;;
-arm64|aarch64) ARCH=arm64 ;;
+# (exactly these spellings: make hands ARCH= on to the kernel's own makes)
+ARCH=${ARCH:-x86_64}
+case "$ARCH" in
+x86_64|arm64) ;;
 *) die "ARCH='$ARCH': x86_64 or arm64" ;;
 esac
 [ "$(uname -m)" = x86_64 ] || die "the tooling runs on an x86_64 host (this is $(uname -m))"
@@ -86,7 +87,7 @@ liburing_src() { echo "$CACHE/liburing$(arch_sfx)/src"; }
 kselftest_dir() { echo "${KSFT_DIR:-$CACHE/kselftest$(arch_sfx)}"; }
 bench_bin_dir() { echo "$CACHE/bench$(arch_sfx)"; }
 # the C compiler for the guest's userspace
-guest_cc() { case "$ARCH" in x86_64) echo cc ;; arm64) echo aarch64-linux-gnu-gcc ;; esac; }
+guest_cc() { case "$ARCH" in x86_64) echo gcc ;; arm64) echo aarch64-linux-gnu-gcc ;; esac; }
 
 # build output folder for $KCONFIG (test|bench) and $ARCH
 build_dir() {

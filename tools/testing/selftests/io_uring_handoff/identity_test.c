@@ -958,6 +958,7 @@ static void vector_handoff(struct __test_metadata *_metadata, bool on,
 	/* the inexact and underflow flags */
 	const unsigned long fpsr = (1UL << 4) | (1UL << 3);
 	unsigned long fpcr0 = get_fpcr(), fpsr0 = get_fpsr(), tp2 = 0;
+	unsigned long fpcr1, fpsr1;
 	pid_t tid = sys_gettid();
 	struct hstat a, b;
 	bool handed = false;
@@ -1010,10 +1011,12 @@ static void vector_handoff(struct __test_metadata *_metadata, bool on,
 		ret = enter_keep_regs(rf->r.fd, &io, gpr, &signed_ptr,
 				      0x5a17UL + i);
 
-		EXPECT_EQ(fpcr, get_fpcr());
-		EXPECT_EQ(fpsr, get_fpsr());
+		fpcr1 = get_fpcr();
+		fpsr1 = get_fpsr();
 		set_fpcr(fpcr0);
 		set_fpsr(fpsr0);
+		EXPECT_EQ(fpcr, fpcr1) TH_LOG("FPCR");
+		EXPECT_EQ(fpsr, fpsr1) TH_LOG("FPSR");
 		if (sme) {
 			EXPECT_EQ(tp2, get_tpidr2()) TH_LOG("TPIDR2_EL0");
 			/* glibc knows nothing of SME: leave no lazy-save block */
@@ -4389,9 +4392,8 @@ TEST_F_TIMEOUT(identity, tagged_addr_mte_stay, 120)
 		ASSERT_EQ(0, prctl(PR_SET_TAGGED_ADDR_CTRL, ctrl, 0, 0, 0))
 			TH_LOG("PR_SET_TAGGED_ADDR_CTRL %#lx: %s", ctrl,
 			       strerror(errno));
-		handoff_or_refusal(_metadata, variant->sysctl, &rf,
-				   mte ? "tagged address ABI, MTE sync" :
-					 "tagged address ABI");
+		/* nothing refuses for these: the moves must be exercised */
+		force_handoff(_metadata, variant->sysctl, &rf, BLOCK_TRIES, 0);
 		EXPECT_EQ((int)ctrl, prctl(PR_GET_TAGGED_ADDR_CTRL, 0, 0, 0, 0));
 		null = open("/dev/null", O_WRONLY | O_CLOEXEC);
 		ASSERT_LE(0, null);
@@ -4424,6 +4426,7 @@ TEST_F_TIMEOUT(identity, tagged_addr_mte_stay, 120)
 			if (!sigsetjmp(mte_jmp, 1))
 				__atomic_store_n(wrong, 2, __ATOMIC_RELAXED);
 			code = __atomic_load_n(&mte_code, __ATOMIC_RELAXED);
+			signal(SIGSEGV, SIG_DFL);
 			EXPECT_EQ(SEGV_MTESERR, code)
 				TH_LOG("store with a mismatched tag: si_code %d",
 				       code);
@@ -4436,29 +4439,41 @@ TEST_F_TIMEOUT(identity, tagged_addr_mte_stay, 120)
 	reap(_metadata, child, CHILD_OK);
 }
 
-/* SVCR.ZA, ZA row 0 from and to memory (w12 = 0), as in selftests/arm64/fp */
-static inline unsigned long get_svcr(void)
+/*
+ * io_uring_enter(@ringfd, 1, 1, GETEVENTS) with ZA enabled around the svc
+ * only: SMSTART ZA, ZA row 0 (w12 = 0) loaded from @in, the svc, row 0
+ * stored to @out, SVCR read into *@svcr, SMSTOP; all in one asm block, so
+ * no code that is not ZA-aware runs while ZA is on. Encodings as in
+ * tools/testing/selftests/arm64/fp/sme-inst.h.
+ */
+static long enter_with_za(int ringfd, const void *in, void *out,
+			  unsigned long *svcr)
 {
-	unsigned long v;
+	register long x0 __asm__("x0") = ringfd;
 
-	__asm__ volatile("mrs %0, S3_3_C4_C2_2" : "=r" (v));
-	return v;
-}
-
-static inline void za_row0_load(const void *from)
-{
-	register const void *x0 __asm__("x0") = from;
-	register int w12 __asm__("w12") = 0;
-
-	__asm__ volatile(".inst 0xe1000000" : : "r" (x0), "r" (w12) : "memory");
-}
-
-static inline void za_row0_store(void *to)
-{
-	register void *x0 __asm__("x0") = to;
-	register int w12 __asm__("w12") = 0;
-
-	__asm__ volatile(".inst 0xe1200000" : : "r" (x0), "r" (w12) : "memory");
+	__asm__ volatile("msr S0_3_C4_C5_3, xzr\n\t"	/* SMSTART ZA */
+			 "mov w12, #0\n\t"
+			 "mov x9, %[in]\n\t"
+			 ".inst 0xe1000120\n\t"	/* LDR ZA[w12, 0], [x9] */
+			 "mov x1, #1\n\t"
+			 "mov x2, #1\n\t"
+			 "mov x3, %[flags]\n\t"
+			 "mov x4, #0\n\t"
+			 "mov x5, #0\n\t"
+			 "mov x8, %[nr]\n\t"
+			 "svc #0\n\t"
+			 "mov x9, %[out]\n\t"
+			 ".inst 0xe1200120\n\t"	/* STR ZA[w12, 0], [x9] */
+			 "mrs x9, S3_3_C4_C2_2\n\t"	/* SVCR */
+			 "str x9, [%[svcr]]\n\t"
+			 "msr S0_3_C4_C6_3, xzr\n\t"	/* SMSTOP */
+			 : "+r" (x0)
+			 : [in] "r" (in), [out] "r" (out), [svcr] "r" (svcr),
+			   [nr] "i" (__NR_io_uring_enter),
+			   [flags] "i" (IORING_ENTER_GETEVENTS)
+			 : "x1", "x2", "x3", "x4", "x5", "x8", "x9", "x12",
+			   "cc", "memory");
+	return x0;
 }
 
 /*
@@ -4475,8 +4490,9 @@ TEST_F_TIMEOUT(identity, sme_za_refused, 120)
 	ASSERT_LE(0, child);
 	if (!child) {
 		const int prep = refused_index("prepare");
+		/* one row of ZA is SVL bytes, at most 256 */
 		static unsigned char in[256], out[256];
-		unsigned long handed = 0, refused = 0;
+		unsigned long handed = 0, refused = 0, svcr;
 		struct hrefused ra, rb;
 		struct ring_file rf;
 		struct hstat a, b;
@@ -4486,14 +4502,34 @@ TEST_F_TIMEOUT(identity, sme_za_refused, 120)
 		ASSERT_LE(0, prep);
 		rf_open(_metadata, &self->files, &rf);
 		prewarm(_metadata, variant->sysctl, &rf);
-		for (j = 0; j < sizeof(in); j++)
-			in[j] = (unsigned char)(j * 7 + 3);
-		__asm__ volatile("msr S0_3_C4_C5_3, xzr" ::: "memory"); /* SMSTART ZA */
-		za_row0_load(in);
 		ASSERT_EQ(0, read_hstat(rf.r.fd, &a));
 		ASSERT_EQ(0, read_refused(rf.r.fd, &ra));
 		for (i = 0; i < (variant->sysctl ? BLOCK_TRIES : OFF_TRIES); i++) {
-			blocking_fsyncs(_metadata, &rf.r, rf.fd, rf.buf, 1, false);
+			__u64 ud = 0xa0000 + i;
+			struct io_uring_sqe *sqe;
+			struct io_uring_cqe cqe;
+			long ret;
+
+			for (j = 0; j < sizeof(in); j++)
+				in[j] = (unsigned char)(i * 13 + j * 7 + 3);
+			memset(out, 0, sizeof(out));
+			fill(rf.buf, BLOCK_LEN, i + 1);
+			ASSERT_EQ(0, write_file(rf.fd, rf.buf, BLOCK_LEN));
+			sqe = iou_sqe(&rf.r);
+			ASSERT_NE(NULL, sqe);
+			iou_prep(sqe, IORING_OP_FSYNC, rf.fd, NULL, 0, 0, ud);
+			__atomic_store_n(rf.r.sq_tail, rf.r.sqe_tail,
+					 __ATOMIC_RELEASE);
+
+			ret = enter_with_za(rf.r.fd, in, out, &svcr);
+
+			ASSERT_EQ(1, ret) TH_LOG("fsync %d: io_uring_enter %ld", i, ret);
+			EXPECT_EQ(2UL, svcr & 3) TH_LOG("SVCR %#lx after the call", svcr);
+			/* the vector length bounds what one row holds: compare 16 */
+			EXPECT_EQ(0, memcmp(in, out, 16)) TH_LOG("fsync %d: ZA row 0 changed", i);
+			ASSERT_TRUE(iou_cqe(&rf.r, &cqe)) TH_LOG("fsync %d", i);
+			ASSERT_EQ(ud, cqe.user_data);
+			ASSERT_EQ(0, cqe.res) TH_LOG("fsync %d: %s", i, strerror(-cqe.res));
 			ASSERT_EQ(0, read_hstat(rf.r.fd, &b));
 			ASSERT_EQ(0, read_refused(rf.r.fd, &rb));
 			handed = b.handoffs - a.handoffs;
@@ -4501,14 +4537,9 @@ TEST_F_TIMEOUT(identity, sme_za_refused, 120)
 			if (handed || refused >= REFUSE_STOP)
 				break;
 		}
-		EXPECT_EQ(2UL, get_svcr() & 3) TH_LOG("SVCR %#lx", get_svcr());
-		za_row0_store(out);
-		__asm__ volatile("msr S0_3_C4_C6_3, xzr" ::: "memory"); /* SMSTOP */
 		EXPECT_EQ(0UL, handed) TH_LOG("handed off with ZA enabled");
 		if (variant->sysctl)
-			EXPECT_LE(1UL, refused) TH_LOG("no prepare refusal");
-		/* the vector length bounds what one row holds; compare that */
-		EXPECT_EQ(0, memcmp(in, out, 16)) TH_LOG("ZA row 0 changed");
+			EXPECT_LE(1UL, refused) TH_LOG("no prepare refusal in %d fsyncs", i);
 		rf_close(&rf);
 		_exit(child_status(_metadata));
 	}
