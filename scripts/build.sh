@@ -7,12 +7,15 @@ set -euo pipefail
 KCONFIG=${KCONFIG:-test}
 frag=$REPO/configs/$KCONFIG.config
 frags=("$REPO/configs/common.config" "$frag")
-# the debug kernel is the test kernel with the memory checkers on top
+# the debug kernel is the test kernel with the memory checkers on top, and
+# bench-llvm the bench kernel built by LLVM with the Rust helpers inlined
 [ "$KCONFIG" != debug ] || frags=("$REPO/configs/common.config" "$REPO/configs/test.config" "$frag")
+[ "$KCONFIG" != bench-llvm ] || frags=("$REPO/configs/common.config" "$REPO/configs/bench.config" "$frag")
 # arm64: the same fragments over allnoconfig, plus what an arm64 guest needs
 [ "$ARCH" = x86_64 ] || frags+=("$REPO/configs/$ARCH.config")
-case "$KCONFIG" in common|x86_64|arm64) die "KCONFIG=$KCONFIG: test, bench or debug (with ARCH=$ARCH)" ;; esac
-[ "$ARCH" = x86_64 ] || [ "$KCONFIG" != debug ] || die "KCONFIG=debug is built for x86_64 only"
+case "$KCONFIG" in common|x86_64|arm64) die "KCONFIG=$KCONFIG: test, bench, debug or bench-llvm (with ARCH=$ARCH)" ;; esac
+case "$KCONFIG" in debug|bench-llvm) llvm=1 ;; *) llvm= ;; esac
+[ "$ARCH" = x86_64 ] || [ -z "$llvm" ] || die "KCONFIG=$KCONFIG is built for x86_64 only"
 [ -f "$frag" ] || die "unknown KCONFIG '$KCONFIG' (no ${frag#"$REPO"/})"
 B=$(build_dir)
 mkdir -p "$B"
@@ -29,13 +32,14 @@ MK=(make -C "$WORK" O="$B" -j"$(nproc)" RUSTC=/usr/bin/rustc RUSTDOC=/usr/bin/ru
     CC="ccache gcc"
     KBUILD_BUILD_VERSION="$(cat "$WORK/.iou-series-version" 2>/dev/null || echo 1)"
     KBUILD_BUILD_USER=iou KBUILD_BUILD_HOST=handoff LOCALVERSION=)
-if [ "$KCONFIG" = debug ]; then
+if [ -n "$llvm" ]; then
 	# KASAN with Rust needs the C side built by clang too (init/Kconfig: RUST
-	# depends on !KASAN || CC_IS_CLANG): the whole LLVM toolchain, version 22
-	# like the libclang bindgen uses
+	# depends on !KASAN || CC_IS_CLANG), and so does RUST_INLINE_HELPERS (its
+	# LLVM must match rustc's): the whole LLVM toolchain, version 22 like the
+	# libclang bindgen uses
 	L=/usr/lib/llvm-22/bin
 	for t in clang:clang-22 ld.lld:lld-22 llvm-ar:llvm-22 llvm-nm:llvm-22 llvm-objcopy:llvm-22; do
-		[ -x "$L/${t%%:*}" ] || die "$L/${t%%:*} missing (KCONFIG=debug builds with LLVM): install the Debian package '${t#*:}'"
+		[ -x "$L/${t%%:*}" ] || die "$L/${t%%:*} missing (KCONFIG=$KCONFIG builds with LLVM): install the Debian package '${t#*:}'"
 	done
 	MK+=(LLVM="$L/" CC="ccache $L/clang")
 fi
