@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Configure and build the work tree out of tree into $CACHE/build-$KCONFIG
-# (KCONFIG = test, bench or debug). Only what changed is rebuilt.
+# (KCONFIG = test, bench, debug or bench-llvm). Only what changed is rebuilt.
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 
@@ -14,7 +14,7 @@ frags=("$REPO/configs/common.config" "$frag")
 # arm64: the same fragments over allnoconfig, plus what an arm64 guest needs
 [ "$ARCH" = x86_64 ] || frags+=("$REPO/configs/$ARCH.config")
 case "$KCONFIG" in common|x86_64|arm64) die "KCONFIG=$KCONFIG: test, bench, debug or bench-llvm (with ARCH=$ARCH)" ;; esac
-case "$KCONFIG" in debug|bench-llvm) llvm=1 ;; *) llvm= ;; esac
+llvm=; ! uses_llvm || llvm=1
 [ "$ARCH" = x86_64 ] || [ -z "$llvm" ] || die "KCONFIG=$KCONFIG is built for x86_64 only"
 [ -f "$frag" ] || die "unknown KCONFIG '$KCONFIG' (no ${frag#"$REPO"/})"
 B=$(build_dir)
@@ -37,10 +37,15 @@ if [ -n "$llvm" ]; then
 	# depends on !KASAN || CC_IS_CLANG), and so does RUST_INLINE_HELPERS (its
 	# LLVM must match rustc's): the whole LLVM toolchain, version 22 like the
 	# libclang bindgen uses
-	L=/usr/lib/llvm-22/bin
+	L=$LLVM_BIN
 	for t in clang:clang-22 ld.lld:lld-22 llvm-ar:llvm-22 llvm-nm:llvm-22 llvm-objcopy:llvm-22; do
 		[ -x "$L/${t%%:*}" ] || die "$L/${t%%:*} missing (KCONFIG=$KCONFIG builds with LLVM): install the Debian package '${t#*:}'"
 	done
+	if [ "$KCONFIG" = bench-llvm ]; then
+		# RUST_INLINE_HELPERS links C and Rust bitcode: the LLVM major versions must match
+		v=$(/usr/bin/rustc -vV | sed -n 's/^LLVM version: \([0-9]*\).*/\1/p')
+		[ "$v" = 22 ] || die "rustc is built with LLVM ${v:-?}, clang is 22: KCONFIG=bench-llvm needs both of one major version (CONFIG_RUST_INLINE_HELPERS)"
+	fi
 	MK+=(LLVM="$L/" CC="ccache $L/clang")
 fi
 if [ "$ARCH" != x86_64 ]; then

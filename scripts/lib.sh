@@ -89,7 +89,11 @@ bench_bin_dir() { echo "$CACHE/bench$(arch_sfx)"; }
 # the C compiler for the guest's userspace
 guest_cc() { case "$ARCH" in x86_64) echo gcc ;; arm64) echo aarch64-linux-gnu-gcc ;; esac; }
 
-# build output folder for $KCONFIG (test|bench) and $ARCH
+# the KCONFIGs built by LLVM 22 rather than gcc (see build.sh), and its tools
+LLVM_BIN=/usr/lib/llvm-22/bin
+uses_llvm() { case "${KCONFIG:-test}" in debug|bench-llvm) return 0 ;; *) return 1 ;; esac; }
+
+# build output folder for $KCONFIG (test|bench|debug|bench-llvm) and $ARCH
 build_dir() {
 	if [ -n "${BUILD_DIR:-}" ]; then echo "$BUILD_DIR"; return; fi
 	echo "$CACHE/build$(arch_sfx)-${KCONFIG:-test}"

@@ -10,6 +10,8 @@ B=$(build_dir)
 [ -f "$B/vmlinux" ] || die "build first ('make build')"
 MK=(make -C "$WORK" O="$B" RUSTC=/usr/bin/rustc RUSTDOC=/usr/bin/rustdoc BINDGEN=bindgen
     CLIPPY_DRIVER=/usr/bin/clippy-driver LOCALVERSION= CC="ccache gcc")
+# the compiler the tree was configured with, or Kconfig reconfigures it for gcc
+! uses_llvm || MK+=(LLVM="$LLVM_BIN/" CC="ccache $LLVM_BIN/clang")
 export CCACHE_DIR=${CCACHE_DIR:-$CACHE/ccache}
 
 info "rustfmtcheck"
