@@ -6,16 +6,14 @@ set -euo pipefail
 
 KCONFIG=${KCONFIG:-test}
 frag=$REPO/configs/$KCONFIG.config
-frags=("$REPO/configs/common.config" "$frag")
 # the debug kernel is the test kernel with the memory checkers on top, and
 # bench-llvm the bench kernel built by LLVM with the Rust helpers inlined
-[ "$KCONFIG" != debug ] || frags=("$REPO/configs/common.config" "$REPO/configs/test.config" "$frag")
-[ "$KCONFIG" != bench-llvm ] || frags=("$REPO/configs/common.config" "$REPO/configs/bench.config" "$frag")
+case "$KCONFIG" in debug) under=test ;; bench-llvm) under=bench ;; *) under= ;; esac
+frags=("$REPO/configs/common.config" ${under:+"$REPO/configs/$under.config"} "$frag")
 # arm64: the same fragments over allnoconfig, plus what an arm64 guest needs
 [ "$ARCH" = x86_64 ] || frags+=("$REPO/configs/$ARCH.config")
 case "$KCONFIG" in common|x86_64|arm64) die "KCONFIG=$KCONFIG: test, bench, debug or bench-llvm (with ARCH=$ARCH)" ;; esac
-llvm=; ! uses_llvm || llvm=1
-[ "$ARCH" = x86_64 ] || [ -z "$llvm" ] || die "KCONFIG=$KCONFIG is built for x86_64 only"
+[ "$ARCH" = x86_64 ] || ! uses_llvm || die "KCONFIG=$KCONFIG is built for x86_64 only"
 [ -f "$frag" ] || die "unknown KCONFIG '$KCONFIG' (no ${frag#"$REPO"/})"
 B=$(build_dir)
 mkdir -p "$B"
@@ -32,7 +30,7 @@ MK=(make -C "$WORK" O="$B" -j"$(nproc)" RUSTC=/usr/bin/rustc RUSTDOC=/usr/bin/ru
     CC="ccache gcc"
     KBUILD_BUILD_VERSION="$(cat "$WORK/.iou-series-version" 2>/dev/null || echo 1)"
     KBUILD_BUILD_USER=iou KBUILD_BUILD_HOST=handoff LOCALVERSION=)
-if [ -n "$llvm" ]; then
+if uses_llvm; then
 	# KASAN with Rust needs the C side built by clang too (init/Kconfig: RUST
 	# depends on !KASAN || CC_IS_CLANG), and so does RUST_INLINE_HELPERS (its
 	# LLVM must match rustc's): the whole LLVM toolchain, version 22 like the
