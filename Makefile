@@ -4,7 +4,7 @@ SHELL := /bin/bash
 S := scripts
 
 .PHONY: all run test setup fetch assemble tree build userspace vm series export \
-	baseline test-quick stress bench bench-beyond clean-build build-arm64 bisect-build rustcheck help
+	baseline test-quick stress bench bench-beyond clean-build build-arm64 bisect-build rustcheck rust-counts help
 all: run
 
 help:
@@ -77,6 +77,11 @@ build-arm64: assemble
 bisect-build: assemble
 	@$(S)/bisect-build.sh
 
-# rustfmt + clippy on the series' Rust
+# rustfmt + clippy on the series' Rust, then its counts
 rustcheck: build
 	@$(S)/rustcheck.sh
+	@. $(S)/lib.sh; python3 $(S)/rust-counts.py "$$WORK"
+
+# unsafe blocks, bindings:: uses, ... of the handoff's Rust (issue #13's bounds)
+rust-counts: assemble
+	@. $(S)/lib.sh; python3 $(S)/rust-counts.py "$$WORK"
