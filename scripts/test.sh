@@ -21,6 +21,9 @@ done
 case "${LIBURING_FLAKY_RUNS:-3}" in
 ''|*[!0-9]*|0) die "LIBURING_FLAKY_RUNS: '${LIBURING_FLAKY_RUNS}' is not a count of runs (1 or more)" ;;
 esac
+# the console rule vm.sh retries a boot on, against the consoles it was made for
+selftest=$(python3 "$REPO/scripts/verdict.py" selftest) || die "$selftest"
+info "$selftest"
 RUN=$OUT/test/$(date +%Y%m%d-%H%M%S)
 mkdir -p "$RUN"
 export RUN

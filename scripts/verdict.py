@@ -7,6 +7,7 @@
                                  text-patching race (the one crash vm.sh runs
                                  again), 1 otherwise; prints why
   verdict.py splats CONSOLE...   print the kernel splats of the consoles
+  verdict.py selftest            check the race rule on tests/verdict/*.console
 
 What is expected comes from the repo: tests/expected.txt (kselftest programs
 and their case counts, KUnit suites, allowed skips), tests/console-allow.txt
@@ -144,9 +145,40 @@ def race_block(lines):
         if before == 'cc':
             return None, None, ('Oops: int3 at %s on a real int3 in memory (cc before the '
                                 'trap address): a crash, not the TCG race' % rip[10:])
+        last = race_tail(lines, last, rip, code)
         return i, last, ('Oops: int3 at %s, memory holds %s there (stale TCG translation '
                          'of patched text)' % (rip[10:], before))
     return None, None, 'no Oops: int3 on the console'
+
+
+def race_tail(lines, last, rip, code):
+    """The last line of what follows a race report at @last and is still the race.
+
+    The stale translation stays until the block is translated again, so the
+    trap can hit a second time while the first report is printed (printk's
+    clock runs the same code): a second 'Oops: int3' follows, with the first
+    report's registers replayed, and the panic of an oops in an interrupt.
+    That continuation is part of the race as long as every RIP: and Code:
+    line in it is the first report's and it holds no other report: any other
+    Oops, trap address or kind of report ends it, and is judged on its own.
+    """
+    end, before_oops = last, last
+    for j in range(last + 1, min(len(lines), last + 80)):
+        t = TS.sub('', lines[j])
+        if (t.startswith('RIP: ') and t != rip) or (t.startswith('Code:') and t != code):
+            # a second report at another address: not the race, from its header on
+            return before_oops
+        if t.startswith('Oops') and not t.startswith('Oops: int3'):
+            break
+        if t.startswith('Oops'):
+            before_oops = end
+        kind = next((n for n, rx in SPLAT_RE if rx.search(t)), None)
+        if kind is not None and kind not in RACE_KINDS:
+            break
+        end = j
+        if t.startswith('---[ end Kernel panic'):
+            break
+    return end
 
 
 def splats(lines, allow_race=False):
@@ -707,6 +739,30 @@ def summary(run, vmrc):
     return 1 if v.failures else 0
 
 
+def selftest():
+    """The race rule on the consoles of tests/verdict/: race-*.console must be
+    the TCG race (vm.sh boots again), crash-*.console must not."""
+    d = os.path.join(REPO, 'tests', 'verdict')
+    names = sorted(n for n in os.listdir(d) if n.endswith('.console'))
+    passed = failed = 0
+    for n in names:
+        want = n.startswith('race-')
+        if not want and not n.startswith('crash-'):
+            print('FAIL %s: named neither race-* nor crash-*' % n)
+            failed += 1
+            continue
+        lines = read_console(os.path.join(d, n))
+        a, _, why = race_block(lines)
+        got = a is not None and not splats(lines, allow_race=True)
+        if got == want:
+            passed += 1
+        else:
+            failed += 1
+            print('FAIL %s: %s (%s)' % (n, 'the race' if got else 'a crash', why))
+    print('verdict selftest: %d passed, %d failed, 0 skipped' % (passed, failed))
+    return 1 if failed or not names else 0
+
+
 def main(argv):
     if len(argv) == 3 and argv[0] == 'summary':
         return summary(argv[1], argv[2])
@@ -725,6 +781,8 @@ def main(argv):
             print('a KUnit failure on the console: %s' % ktap[0].strip())
             return 1
         return 0
+    if len(argv) == 1 and argv[0] == 'selftest':
+        return selftest()
     if len(argv) >= 2 and argv[0] == 'splats':
         for c in argv[1:]:
             for n, l in splats(read_console(c)):
