@@ -101,6 +101,11 @@ def load_allowances():
     return out
 
 
+def splat_kind(line):
+    """The kind of kernel report a console line (timestamp stripped) starts, or None."""
+    return next((n for n, rx in SPLAT_RE if rx.search(line)), None)
+
+
 def race_block(lines):
     """(first, last, why) of the 'Oops: int3' report when it is the TCG race.
 
@@ -168,13 +173,14 @@ def race_tail(lines, last, rip, code):
         if (t.startswith('RIP: ') and t != rip) or (t.startswith('Code:') and t != code):
             # a second report at another address: not the race, from its header on
             return before_oops
-        if t.startswith('Oops') and not t.startswith('Oops: int3'):
-            break
-        if t.startswith('Oops'):
-            before_oops = end
-        kind = next((n for n, rx in SPLAT_RE if rx.search(t)), None)
+        kind = splat_kind(t)
         if kind is not None and kind not in RACE_KINDS:
             break
+        # an oops (a general protection fault too) that is not a second int3
+        if kind == 'oops' and not t.startswith('Oops: int3'):
+            break
+        if kind == 'oops':
+            before_oops = end
         end = j
         if t.startswith('---[ end Kernel panic'):
             break
@@ -196,12 +202,10 @@ def splats(lines, allow_race=False):
         s = TS.sub('', l)
         if MARKER.match(s):
             continue
-        for name, rx in SPLAT_RE:
-            if rx.search(s):
-                if allowed_here(i, name) or any(arx.search(s) for _, arx in allow):
-                    break
-                out.append((name, l.strip()))
-                break
+        name = splat_kind(s)
+        if name is None or allowed_here(i, name) or any(arx.search(s) for _, arx in allow):
+            continue
+        out.append((name, l.strip()))
     return out
 
 
@@ -739,6 +743,21 @@ def summary(run, vmrc):
     return 1 if v.failures else 0
 
 
+def race_verdict(lines):
+    """(True, why) when a console's crash is the TCG race and nothing else is
+    wrong on it (the one crash vm.sh boots again), (False, why) otherwise."""
+    a, _, why = race_block(lines)
+    if a is None:
+        return False, why
+    rest = splats(lines, allow_race=True)
+    if rest:
+        return False, '%s\nother reports on the console: %s' % (why, rest[0][1])
+    ktap = [l for l in lines if re.match(r'^\s*not ok \d+ ', TS.sub('', l))]
+    if ktap:
+        return False, '%s\na KUnit failure on the console: %s' % (why, ktap[0].strip())
+    return True, why
+
+
 def selftest():
     """The race rule on the consoles of tests/verdict/: race-*.console must be
     the TCG race (vm.sh boots again), crash-*.console must not."""
@@ -751,14 +770,13 @@ def selftest():
             print('FAIL %s: named neither race-* nor crash-*' % n)
             failed += 1
             continue
-        lines = read_console(os.path.join(d, n))
-        a, _, why = race_block(lines)
-        got = a is not None and not splats(lines, allow_race=True)
+        got, why = race_verdict(read_console(os.path.join(d, n)))
         if got == want:
             passed += 1
         else:
             failed += 1
-            print('FAIL %s: %s (%s)' % (n, 'the race' if got else 'a crash', why))
+            print('FAIL %s: %s (%s)' % (n, 'the race' if got else 'a crash',
+                                        why.replace('\n', '; ')))
     print('verdict selftest: %d passed, %d failed, 0 skipped' % (passed, failed))
     return 1 if failed or not names else 0
 
@@ -767,20 +785,9 @@ def main(argv):
     if len(argv) == 3 and argv[0] == 'summary':
         return summary(argv[1], argv[2])
     if len(argv) == 2 and argv[0] == 'race':
-        lines = read_console(argv[1])
-        a, _, why = race_block(lines)
+        ok, why = race_verdict(read_console(argv[1]))
         print(why)
-        if a is None:
-            return 1
-        rest = splats(lines, allow_race=True)
-        if rest:
-            print('other reports on the console: %s' % rest[0][1])
-            return 1
-        ktap = [l for l in lines if re.match(r'^\s*not ok \d+ ', TS.sub('', l))]
-        if ktap:
-            print('a KUnit failure on the console: %s' % ktap[0].strip())
-            return 1
-        return 0
+        return 0 if ok else 1
     if len(argv) == 1 and argv[0] == 'selftest':
         return selftest()
     if len(argv) >= 2 and argv[0] == 'splats':

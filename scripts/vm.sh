@@ -105,9 +105,10 @@ timeout_s=${VM_TIMEOUT:-600}
 # tracepoint switched on by a test) after the patch completed: "Oops: int3"
 # at an address where memory no longer holds an int3. That one signature
 # (scripts/verdict.py race: the Code: byte before the trap address is not cc,
-# with what follows it while it is the same trap: a second hit of it during the
-# report, the panic of an oops in an interrupt) is run again from the start, at most VM_BOOT_ATTEMPTS times, with the
-# crashed console and partial results kept; the summary counts them. Any other
+# with what follows it while it is the same trap: a second hit of it during
+# the report, the panic of an oops in an interrupt) is run again from the
+# start, at most VM_BOOT_ATTEMPTS times, with the crashed console and partial
+# results kept; the summary counts them. Any other
 # crash, before or after the command started (a KUnit panic at boot, a real
 # int3), is a failure and is not retried. Single-threaded TCG
 # (VM_TCG_THREAD=single) avoids the race but slows multi-threaded tests
