@@ -4,7 +4,8 @@ SHELL := /bin/bash
 S := scripts
 
 .PHONY: all run test setup fetch assemble tree build userspace vm series export \
-	baseline test-quick stress bench bench-beyond clean-build build-arm64 bisect-build rustcheck rust-counts help
+	baseline test-quick stress bench bench-beyond clean-build build-arm64 bisect-build rustcheck rust-counts \
+	fields-check help
 all: run
 
 help:
@@ -81,6 +82,12 @@ bisect-build: assemble
 rustcheck: build
 	@$(S)/rustcheck.sh
 	@. $(S)/lib.sh; python3 $(S)/rust-counts.py "$$WORK"
+
+# every task_struct and thread_struct member of the built kernel classified in
+# Documentation/io_uring/handoff-fields.rst (make test runs it before booting)
+fields-check: build
+	@. $(S)/lib.sh; python3 $(S)/fields-check.py --parse-selftest && \
+		python3 $(S)/fields-check.py "$$(build_dir)" "$$WORK/Documentation/io_uring/handoff-fields.rst" "$$ARCH"
 
 # unsafe blocks, bindings:: uses, ... of the handoff's Rust (issue #13's bounds)
 rust-counts: assemble

@@ -24,6 +24,13 @@ esac
 # the console rule vm.sh retries a boot on, against the consoles it was made for
 selftest=$(python3 "$REPO/scripts/verdict.py" selftest) || die "$selftest"
 info "$selftest"
+# every member of task_struct and thread_struct of the built kernel is
+# classified in the series' table (Documentation/io_uring/handoff-fields.rst)
+python3 "$REPO/scripts/fields-check.py" --parse-selftest >/dev/null ||
+	die "fields-check: its pahole parser fails its selftest"
+fields=$(python3 "$REPO/scripts/fields-check.py" "$B" "$WORK/Documentation/io_uring/handoff-fields.rst" "$ARCH") ||
+	die "the handoff's field table does not match the built kernel:"$'\n'"$fields"
+info "$fields"
 RUN=$OUT/test/$(date +%Y%m%d-%H%M%S)
 mkdir -p "$RUN"
 export RUN
