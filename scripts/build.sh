@@ -98,3 +98,24 @@ info "building $KCONFIG kernel in $B"
 start=$(date +%s)
 "${MK[@]}" > "$B/build.log" 2>&1 || { tail -40 "$B/build.log"; die "kernel build failed, full log: $B/build.log"; }
 info "kernel built in $(( $(date +%s) - start ))s: $(cat "$B/include/config/kernel.release")"
+
+# The test kernels carry no debug info: build a one-function module object
+# with it, whose DWARF has struct task_struct and thread_struct exactly as this
+# build lays them out, for 'make fields-check' (scripts/fields-check.py).
+P=$B/fields-probe
+mkdir -p "$P"
+cat > "$P/fieldprobe.c" <<'PROBE'
+// SPDX-License-Identifier: GPL-2.0
+#include <linux/module.h>
+#include <linux/sched.h>
+int fieldprobe(struct task_struct *t);
+int fieldprobe(struct task_struct *t)
+{
+	return t->pid + sizeof(t->thread);
+}
+MODULE_LICENSE("GPL");
+MODULE_DESCRIPTION("debug info of task_struct for the field table check");
+PROBE
+printf 'obj-m := fieldprobe.o\nccflags-y := -g\n' > "$P/Kbuild"
+"${MK[@]}" M="$P" modules > "$P/build.log" 2>&1 ||
+	{ tail -20 "$P/build.log"; die "the field probe module did not build, full log: $P/build.log"; }

@@ -4,8 +4,10 @@
 Documentation/io_uring/handoff-fields.rst (in the work tree, added by the
 series) classifies every member of struct task_struct, and of x86-64's and
 arm64's struct thread_struct, as moves, stays, refused or unrelated. This
-reads the members of those structs from the built vmlinux with pahole and
-fails when:
+reads the members of those structs with pahole from the debug info of the
+build (fields-probe/fieldprobe.o, a module object that scripts/build.sh
+compiles with -g against the build, or vmlinux if that is missing) and fails
+when:
 
 - a member of the built struct is not in the table (unclassified: a new
   field of the next kernel, or one the table missed);
@@ -142,6 +144,9 @@ def pahole_members(text):
         if fp:
             stack[-1].append(fp.group(1))
             continue
+        if re.search(r'\s:\s*\d+$', decl):            # an unnamed bitfield ('unsigned :0')
+            stack[-1].append(':' + decl.rsplit(':', 1)[1].strip())
+            continue
         decl = re.sub(r':\s*\d+$', '', decl)         # bitfield width
         decl = re.sub(r'(\[[^\]]*\])+$', '', decl)   # array dimensions
         m = re.search(r'(\w+)\s*$', decl)
@@ -154,6 +159,7 @@ PARSE_SAMPLE = '''struct task_struct {
 	struct thread_info         thread_info;          /*     0    24 */
 	unsigned int               __state;              /*    24     4 */
 	unsigned int               sched_reset_on_fork:1; /*  1000: 0  4 */
+	unsigned int               :0;
 	char                       comm[16];             /*  1100    16 */
 	union {
 		refcount_t         rcu_users;            /*  2440     4 */
@@ -172,7 +178,7 @@ PARSE_SAMPLE = '''struct task_struct {
 
 def parse_selftest():
     got = pahole_members(PARSE_SAMPLE)
-    want = ['thread_info', '__state', 'sched_reset_on_fork', 'comm', 'rcu_users', 'rcu',
+    want = ['thread_info', '__state', 'sched_reset_on_fork', ':0', 'comm', 'rcu_users', 'rcu',
             'named_anon', 'fn', 'thread']
     if got != want:
         print('fields-check parse selftest: FAIL: got %s, want %s' % (got, want))
@@ -184,7 +190,11 @@ def parse_selftest():
 def check(build, table_path, arch):
     if not shutil.which('pahole'):
         die('pahole not found: install the Debian package dwarves')
-    vmlinux = os.path.join(build, 'vmlinux')
+    # the kernel's debug info, or the probe object build.sh makes when the
+    # kernel has none (the test kernels)
+    vmlinux = os.path.join(build, 'fields-probe', 'fieldprobe.o')
+    if not os.path.exists(vmlinux):
+        vmlinux = os.path.join(build, 'vmlinux')
     if not os.path.exists(vmlinux):
         die('%s: no such file (build the kernel first: make build)' % vmlinux)
     on = read_config(build)
